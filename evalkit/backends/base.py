@@ -1,0 +1,55 @@
+"""The one small interface every extraction backend implements.
+
+A backend turns a `Request` (rendered prompts, output schema, settings) into a
+`Completion` (the parsed record plus accounting). New providers implement
+`Backend.complete`; the harness never builds HTTP requests itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+ParseOutcome = Literal["clean", "recovered", "malformed", "error"]
+
+
+@dataclass(frozen=True)
+class Request:
+    member: str  # "<task>/<member>", for messages and failure records
+    call_type: str  # "extract", "judge.reference", "judge.pairwise", ...
+    system: str
+    user: str
+    schema: dict[str, Any]
+    max_tokens: int = 1024
+    temperature: float = 0.0
+
+
+@dataclass
+class Completion:
+    record: dict[str, Any] | None  # the parsed output, None when nothing usable came back
+    raw: str = ""  # the text as received
+    parse: ParseOutcome = "clean"
+    model: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    usd: float = 0.0
+    latency_s: float = 0.0
+    finish_reason: str | None = None
+    truncated: str | None = None  # None | "retry_succeeded" | "exhausted"
+    error: str | None = None  # a provider error that left no record
+    calls: int = 1  # provider calls made (a truncation retry makes 2)
+    replayed: bool = False  # served from a cassette
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    label: str  # the NAME in --backend NAME=SPEC
+    spec: str  # the SPEC, without secrets
+    model: str  # model id ("fake", "predictions", "gemma-3-270m", ...)
+
+    async def complete(self, request: Request) -> Completion: ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,24 @@
+"""`fake`: echoes the truth. The self-test: every member scores 100% and passes its gate."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any, Callable
+
+from .base import Completion, Request
+
+
+class FakeBackend:
+    model = "fake"
+
+    def __init__(self, label: str, expected: Callable[[str], dict[str, Any]]):
+        self.label, self.spec = label, "fake"
+        self._expected = expected
+
+    async def complete(self, request: Request) -> Completion:
+        record = copy.deepcopy(self._expected(request.member))
+        return Completion(record=record, raw=json.dumps(record, sort_keys=True), model=self.model)
+
+    async def aclose(self) -> None:
+        return None

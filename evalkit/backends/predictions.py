@@ -1,0 +1,37 @@
+"""`predictions:dir=DIR`: records made elsewhere, one ``<member id>.json`` per member."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .base import Completion, Request
+
+
+class PredictionsBackend:
+    model = "predictions"
+
+    def __init__(self, label: str, directory: str, member_ids: dict[str, str]):
+        self.label, self.spec = label, f"predictions:dir={directory}"
+        self.dir = Path(directory)
+        self._ids = member_ids
+
+    async def complete(self, request: Request) -> Completion:
+        member_id = self._ids.get(request.member, request.member.rsplit("/", 1)[-1])
+        path = self.dir / f"{member_id}.json"
+        if not path.is_file():
+            return Completion(record=None, parse="error", model=self.model, calls=0,
+                              error=f"no prediction file {path}")
+        raw = path.read_text(encoding="utf-8")
+        try:
+            record = json.loads(raw)
+        except json.JSONDecodeError as e:
+            return Completion(record=None, raw=raw, parse="malformed", model=self.model, calls=0,
+                              error=f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})")
+        if not isinstance(record, dict):
+            return Completion(record=None, raw=raw, parse="malformed", model=self.model, calls=0,
+                              error=f"{path}: expected a JSON object, got {type(record).__name__}")
+        return Completion(record=record, raw=raw, model=self.model, calls=0)
+
+    async def aclose(self) -> None:
+        return None

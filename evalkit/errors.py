@@ -1,0 +1,75 @@
+"""Named errors. Each carries the exit code the CLI returns for it.
+
+User mistakes (bad YAML, wrong hashes, unknown backends) are raised as one of
+these and printed as a single message, never as a traceback.
+"""
+
+from __future__ import annotations
+
+# Exit codes, documented in the README. Scripts may rely on them.
+EXIT_OK = 0
+EXIT_FAILED = 1  # a member failed its verdict (score below threshold or gate disagrees)
+EXIT_USAGE = 2  # bad command line
+EXIT_INVALID = 3  # invalid corpus / input files
+EXIT_INTEGRITY = 4  # a source's sha256 does not match its manifest
+EXIT_BACKEND = 5  # a backend / provider failed
+EXIT_CASSETTE = 6  # cassette miss or corrupt cassette
+
+
+class EvalkitError(Exception):
+    """Base class: a message meant for the user, and an exit code."""
+
+    exit_code = EXIT_INVALID
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(EvalkitError):
+    exit_code = EXIT_USAGE
+
+
+class CorpusError(EvalkitError):
+    """A corpus file is missing, malformed or does not match its schema."""
+
+    exit_code = EXIT_INVALID
+
+
+class InvalidCorpus(CorpusError):
+    """Several problems found at once (by `evalkit validate` or strict loading)."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+class IntegrityError(EvalkitError):
+    """A member's source bytes do not match the sha256 its manifest pins."""
+
+    exit_code = EXIT_INTEGRITY
+
+
+class SourceMissing(EvalkitError):
+    """A pointer member's source file is not present: the member is skipped."""
+
+    exit_code = EXIT_INVALID
+
+
+class BackendError(EvalkitError):
+    exit_code = EXIT_BACKEND
+
+
+class CassetteError(EvalkitError):
+    exit_code = EXIT_CASSETTE
+
+
+class CassetteMiss(CassetteError):
+    pass
+
+
+class CassetteCorrupt(CassetteError):
+    pass

@@ -1,0 +1,126 @@
+"""Typed shapes of the corpus files, validated strictly (unknown keys are errors)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Prompt(Strict):
+    system: str
+    user: str  # must contain "{document}"
+
+    @field_validator("user")
+    @classmethod
+    def _has_document(cls, v: str) -> str:
+        if "{document}" not in v:
+            raise ValueError("the user prompt must contain the placeholder {document}")
+        return v
+
+
+class Settings(Strict):
+    """Sampling settings sent to live backends (and part of a cassette key)."""
+
+    max_tokens: int = 1024
+    temperature: float = 0.0
+
+
+class TaskSpec(Strict):
+    id: str
+    description: str
+    prompt: Prompt
+    output_schema: dict[str, Any] = Field(alias="schema")
+    scorer: str = "fields"  # entry-point name, or "file.py:attr" beside task.yaml
+    scoring: dict[str, Any] = Field(default_factory=dict)  # validated by the scorer
+    threshold: float = Field(0.9, ge=0.0, le=1.0)
+    settings: Settings = Settings()
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Source(Strict):
+    """Exactly one of `file` (in the member folder) or `pointer` (under the sources dir).
+
+    Either may be a list for a document spread over several files (pages)."""
+
+    file: str | list[str] | None = None
+    pointer: str | list[str] | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> "Source":
+        if (self.file is None) == (self.pointer is None):
+            raise ValueError("give exactly one of `file` or `pointer`")
+        for p in self.paths:
+            if p.startswith("/") or ".." in p.split("/"):
+                raise ValueError(f"{p!r} must be a relative path inside its folder")
+        return self
+
+    @property
+    def is_pointer(self) -> bool:
+        return self.pointer is not None
+
+    @property
+    def paths(self) -> list[str]:
+        v = self.file if self.file is not None else self.pointer
+        return [v] if isinstance(v, str) else list(v or [])
+
+
+class Licence(Strict):
+    spdx: str
+    verified: str
+
+
+class Provenance(Strict):
+    authored: str
+    instrument: str
+    verified: str
+
+
+class TruthPointer(Strict):
+    """Truth kept outside the repo (under the sources dir), pinned by hash."""
+
+    pointer: str
+    sha256: str
+
+
+class Manifest(Strict):
+    title: str
+    source: Source
+    # One hex digest, or one per source path when the source has several files.
+    # Omitted only in private (BYOM) corpora: a local sidecar is seeded then.
+    sha256: str | dict[str, str] | None = None
+    license: Licence
+    truth_provenance: Provenance
+    heldout: bool = False
+    notes: str | None = None
+    truth: TruthPointer | None = None  # default: truth.yaml in the member folder
+    scope: dict[str, Any] | None = None  # scorer-specific restriction (e.g. the pages' coverage)
+
+    @model_validator(mode="after")
+    def _hashes(self) -> "Manifest":
+        digests = [self.sha256] if isinstance(self.sha256, str) else list((self.sha256 or {}).values())
+        for d in digests:
+            if not SHA256.match(d):
+                raise ValueError(f"sha256 {d!r} is not 64 lower-case hex digits")
+        if isinstance(self.sha256, dict) and sorted(self.sha256) != sorted(self.source.paths):
+            raise ValueError("sha256 must have one entry per source path")
+        if isinstance(self.sha256, str) and len(self.source.paths) != 1:
+            raise ValueError("a source with several files needs a sha256 mapping, one per path")
+        return self
+
+
+class FieldsTruth(Strict):
+    """truth.yaml of a flat-fields task."""
+
+    record: dict[str, Any]
+    expected_missing_fields: list[str] = Field(default_factory=list)
+    expected_blocking: bool = False
+    notes: str | None = None

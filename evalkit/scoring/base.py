@@ -1,0 +1,68 @@
+"""What every scorer takes and returns.
+
+A scorer is a plain function ``score(extraction, truth, ctx) -> ScoreResult``.
+`extraction` is the backend's record (a dict, or None when it produced
+nothing usable); `truth` is the member's truth.yaml as validated by the
+scorer's `truth_model`. Every metric is an aggregate over `items`: one row per
+compared item with its outcome and the reason for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from pydantic import BaseModel
+
+
+@dataclass(frozen=True)
+class ScoreContext:
+    task_id: str
+    member_id: str
+    source_text: str  # the document, for checks such as "is this id in the source?"
+    options: Any  # the task's `scoring:` block, validated by the scorer's options_model
+    threshold: float
+    extra: dict[str, Any] = field(default_factory=dict)  # task files a scorer may need (catalogs)
+
+
+@dataclass
+class ScoreResult:
+    score: float | None  # the headline figure in 0..1, or None when undefined
+    passed: bool | None  # the verdict, None when the task defines none
+    metrics: dict[str, float | int | bool | None]
+    items: list[dict[str, Any]]  # the item table: one row per compared item
+    notes: list[str] = field(default_factory=list)  # one line per problem, for the CLI's ↳ lines
+    details: dict[str, Any] = field(default_factory=dict)  # scorer-specific extras (e.g. gate output)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "score": self.score,
+            "passed": self.passed,
+            "metrics": self.metrics,
+            "notes": self.notes,
+            "details": self.details,
+            "items": self.items,
+        }
+
+
+ScoreFn = Callable[[Any, Any, ScoreContext], ScoreResult]
+
+
+@dataclass(frozen=True)
+class Scorer:
+    """A scoring function plus the models that validate its inputs at load time."""
+
+    name: str
+    score: ScoreFn
+    truth_model: type[BaseModel] | None = None  # validates truth.yaml
+    options_model: type[BaseModel] | None = None  # validates task.yaml's `scoring:` block
+    extraction_model: type[BaseModel] | None = None  # validates predictions / extractions
+    # The record a perfect extraction would be (what the `fake` backend echoes).
+    expected_extraction: Callable[[Any], dict[str, Any]] = lambda truth: (
+        truth.model_dump(mode="json") if isinstance(truth, BaseModel) else dict(truth)
+    )
+
+
+def ratio(numerator: float, denominator: float) -> float | None:
+    """Null-safe ratio: an empty denominator gives None, never 0 or 1."""
+    return None if not denominator else numerator / denominator

@@ -1,0 +1,60 @@
+"""Text normalization and the minimal morphological fold, shared by every scorer.
+
+`normalize` is SQuAD's answer normalization (lower case, punctuation and the
+articles a/an/the removed, whitespace collapsed). `fold` adds one step: the
+phrase's head noun is singularized with the `inflect` dictionary, so
+singular truth meets a printed plural ("kobold" ~ "kobolds", "lizard man" ~
+"lizard men", "wolf" ~ "wolves") while token subsets and renames stay apart
+("hobgoblin chief" is not "hobgoblin").
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections import Counter
+from functools import lru_cache
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCT = str.maketrans({c: " " for c in string.punctuation + "“”‘’–—"})
+
+
+def normalize(text: object) -> str:
+    s = str(text).lower().translate(_PUNCT)
+    s = _ARTICLES.sub(" ", s)
+    return " ".join(s.split())
+
+
+@lru_cache(maxsize=1)
+def _inflect():
+    import inflect  # imported lazily: ~0.2 s, only scorers that fold need it
+
+    return inflect.engine()
+
+
+@lru_cache(maxsize=65536)
+def fold(text: object) -> str:
+    """normalize(text) with its last word singularized (dictionary-correct)."""
+    s = normalize(text)
+    if not s:
+        return s
+    *head, last = s.split()
+    singular = _inflect().singular_noun(last) if not last.isdigit() else False
+    return " ".join([*head, singular or last])
+
+
+def tokens(text: object) -> list[str]:
+    return normalize(text).split()
+
+
+def token_f1(prediction: object, truth: object) -> float:
+    """SQuAD token F1 between two texts (1.0 when both are empty)."""
+    p, t = tokens(prediction or ""), tokens(truth or "")
+    if not p and not t:
+        return 1.0
+    common = Counter(p) & Counter(t)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(p), same / len(t)
+    return 2 * precision * recall / (precision + recall)
