@@ -1,0 +1,45 @@
+# Two entry points (see README): `make demo` runs the bundled corpus offline and
+# prints the report's path; `make test` passes the tests. Both set up everything.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+EVALKIT_SOURCES ?= $(abspath ../shared/data)
+export EVALKIT_SOURCES
+# Kernels and nbconvert keep their state inside the project, not in ~.
+export JUPYTER_DATA_DIR    := $(abspath .jupyter/data)
+export JUPYTER_CONFIG_DIR  := $(abspath .jupyter/config)
+export JUPYTER_RUNTIME_DIR := $(abspath .jupyter/runtime)
+export IPYTHONDIR          := $(abspath .jupyter/ipython)
+export JUPYTER_PLATFORM_DIRS := 1
+
+.PHONY: demo test lab venv browser clean
+
+$(BIN)/evalkit: pyproject.toml
+	$(PYTHON) -c 'import sys; sys.exit("evalkit needs Python 3.11+") if sys.version_info < (3, 11) else None'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+venv: $(BIN)/evalkit
+
+# Runs every bundled task on the default offline backend; exit 1 only means
+# some member failed its verdict, which is a result, not an error.
+demo: venv
+	$(BIN)/evalkit run --out runs/demo; rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 1 ]
+
+# Headless Chromium for the HTML tests (Debian's package).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; fi; }
+
+test: venv browser
+	$(BIN)/python -m pytest
+
+lab: venv
+	$(BIN)/pip install --quiet -e '.[lab]'
+	$(BIN)/jupyter lab notebooks/
+
+clean:
+	rm -rf $(VENV) .jupyter build *.egg-info

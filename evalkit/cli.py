@@ -1,0 +1,185 @@
+"""The `evalkit` command line. User mistakes print one message and exit with
+a documented code (see README "Exit codes"); they never print a traceback."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from . import __version__
+from .backends import parse_backend_arg
+from .corpus import DEFAULT_CORPUS, sources_dir, validate_corpus
+from .errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE, EvalkitError
+
+CORPUS = click.option("--corpus", type=click.Path(path_type=Path), default=None,
+                      help="Corpus folder (default: the bundled corpus/).")
+SOURCES = click.option("--sources", type=click.Path(path_type=Path), default=None,
+                       help="Folder holding pointer members' sources (default: $EVALKIT_SOURCES).")
+
+
+def _fail(err: EvalkitError) -> None:
+    click.echo(f"evalkit: {err}", err=True)
+    sys.exit(err.exit_code)
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except EvalkitError as e:
+            _fail(e)
+
+
+@click.group(cls=_Group)
+@click.version_option(__version__, prog_name="evalkit")
+def main() -> None:
+    """Measure how well an LLM extracts structured data from documents."""
+
+
+def _progress():
+    from tqdm import tqdm
+
+    bars = []
+
+    def start(what: str, total: int):
+        bar = tqdm(total=total, desc=what, unit="", file=sys.stderr, leave=False,
+                   disable=None if sys.stderr.isatty() else True)
+        bars.append(bar)
+        return lambda: bar.update(1)
+
+    return start, bars
+
+
+def _pct(x: float | None) -> str:
+    return "   n/a" if x is None else f"{100 * x:5.1f}%"
+
+
+def print_summary(result) -> None:
+    from collections import defaultdict
+
+    by_task = defaultdict(list)
+    for o in result.outcomes:
+        by_task[o.task].append(o)
+    multi = len({o.backend for o in result.outcomes}) > 1
+    for task, outs in by_task.items():
+        click.echo(f"{task}")
+        scored = [o for o in outs if o.status == "scored"]
+        for o in outs:
+            name = f"  {o.member}" + (f" [{o.backend}]" if multi else "")
+            if o.status == "scored":
+                verdict = {True: "PASS", False: "FAIL", None: ""}[o.passed]
+                click.echo(f"{name} … {_pct(o.score)} {verdict}".rstrip())
+                for note in o.notes:
+                    click.echo(f"      ↳ {note}")
+            else:
+                click.echo(f"{name} … {o.status.upper()}")
+                click.echo(f"      ↳ {o.message}")
+        passed = sum(o.passed is True for o in scored)
+        line = f"  Members: {passed}/{len(scored)} passed"
+        accs = [o.metrics.get("field_accuracy") for o in scored if o.metrics.get("field_accuracy") is not None]
+        if accs:
+            line += f" · mean field accuracy {_pct(sum(accs) / len(accs)).strip()}"
+        scores = [o.score for o in scored if o.score is not None]
+        if scores:
+            line += f" · mean score {_pct(sum(scores) / len(scores)).strip()}"
+        others = [o.status for o in outs if o.status != "scored"]
+        for status in ("skipped", "refused", "error"):
+            if status in others:
+                line += f" · {others.count(status)} {status}"
+        click.echo(line)
+    index = result.run_dir / "index.html"
+    click.echo(f"Report: {index if index.exists() else result.run_dir}")
+
+
+def _run(corpus, sources, tasks, only, backends, out, threshold, workers, max_concurrency, html) -> None:
+    from .runner import RunOptions, run
+
+    opts = RunOptions(
+        corpus=corpus or DEFAULT_CORPUS, sources=sources_dir(sources), tasks=list(tasks) or None,
+        only=list(only) or None, backends=[parse_backend_arg(b) for b in backends] or [("fake", "fake")],
+        out=out, threshold=threshold, max_concurrency=max_concurrency, html=html,
+    )
+    if workers:
+        opts.workers = workers
+    start, bars = _progress()
+    try:
+        result = run(opts, progress=start)
+    finally:
+        for bar in bars:
+            bar.close()
+    print_summary(result)
+    sys.exit(result.exit_code)
+
+
+RUN_OPTIONS = [
+    CORPUS, SOURCES,
+    click.option("--task", "tasks", multiple=True, help="Task id (repeatable; default: every task)."),
+    click.option("--only", multiple=True, help="Only this member id (repeatable)."),
+    click.option("--out", type=click.Path(path_type=Path), default=None,
+                 help="Run folder (default: runs/<time>-<backends>)."),
+    click.option("--threshold", type=click.FloatRange(0, 1), default=None, help="Override the pass threshold."),
+    click.option("--workers", type=click.IntRange(1), default=None, help="Notebook processes (default: cores)."),
+    click.option("--max-concurrency", type=click.IntRange(1), default=8, help="Concurrent backend calls."),
+    click.option("--html/--no-html", default=True, help="Render the HTML report."),
+]
+
+
+def _apply(options):
+    def deco(f):
+        for opt in reversed(options):
+            f = opt(f)
+        return f
+    return deco
+
+
+@main.command("run")
+@click.option("--backend", "backends", multiple=True, metavar="NAME=SPEC",
+              help="Backend (repeatable): fake, predictions:dir=D, … (default: fake).")
+@_apply(RUN_OPTIONS)
+def run_cmd(backends, corpus, sources, tasks, only, out, threshold, workers, max_concurrency, html):
+    """Extract, score and report every selected member; exit 0 only if all pass."""
+    _run(corpus, sources, tasks, only, backends, out, threshold, workers, max_concurrency, html)
+
+
+@main.command("score")
+@click.option("--predictions", type=click.Path(path_type=Path, file_okay=False), required=True,
+              help="Folder of <member-id>.json records made elsewhere.")
+@_apply(RUN_OPTIONS)
+def score_cmd(predictions, corpus, sources, tasks, only, out, threshold, workers, max_concurrency, html):
+    """Score predictions made elsewhere (one JSON per member, named by member id)."""
+    if not predictions.is_dir():
+        raise EvalkitError(f"{predictions}: predictions folder not found")
+    _run(corpus, sources, tasks, only, [f"predictions=predictions:dir={predictions}"], out, threshold,
+         workers, max_concurrency, html)
+
+
+@main.command("report")
+@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
+def report_cmd(run_dir):
+    """Re-render the HTML of an existing run folder."""
+    from .render import render_run
+
+    render_run(run_dir)
+    click.echo(f"Report: {run_dir / 'index.html'}")
+
+
+@main.command("validate")
+@CORPUS
+@SOURCES
+def validate_cmd(corpus, sources):
+    """Lint a whole corpus and report every problem at once (exit 3 if any)."""
+    corpus = corpus or DEFAULT_CORPUS
+    problems = validate_corpus(corpus, sources_dir(sources))
+    for p in problems:
+        click.echo(p, err=True)
+    if problems:
+        click.echo(f"{len(problems)} problem(s) in {corpus}", err=True)
+        sys.exit(EXIT_INVALID)
+    click.echo(f"{corpus}: ok")
+    sys.exit(EXIT_OK)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""One member through extraction and scoring: the functions notebooks call.
+
+Files a member leaves in its run folder (``<run>/<task>/<member>/<backend>/``):
+``extraction.json`` (the record and its run block) and ``score.json`` (the
+ScoreResult with its item table). Both are written with sorted keys, so the
+same inputs give the same bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .backends import Backend, BackendContext, Completion, Request, make_backend, parse_backend_arg
+from .corpus import DEFAULT_CORPUS, Member, Task, load_task, sources_dir
+from .errors import CorpusError
+from .scoring import ScoreContext, ScoreResult
+from .sources import Document, check_integrity, read_document
+
+EXTRACTION = "extraction.json"
+SCORE = "score.json"
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Deterministic JSON (sorted keys, fixed indent), written atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CorpusError(f"{path}: file not found") from None
+    except json.JSONDecodeError as e:
+        raise CorpusError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
+
+
+def render_request(task: Task, member: Member, document: Document) -> Request:
+    prompt = task.spec.prompt
+    return Request(
+        member=member.key,
+        call_type="extract",
+        system=prompt.system,
+        # Only {document} is substituted: documents may contain braces of their own.
+        user=prompt.user.replace("{document}", document.text),
+        schema=task.spec.output_schema,
+        max_tokens=task.spec.settings.max_tokens,
+        temperature=task.spec.settings.temperature,
+    )
+
+
+def request_sha(request: Request) -> str:
+    canon = json.dumps(
+        {"system": request.system, "user": request.user, "schema": request.schema,
+         "max_tokens": request.max_tokens, "temperature": request.temperature, "call_type": request.call_type},
+        sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+    )
+    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+
+
+def backend_context(members: list[Member], sources: Path | None) -> BackendContext:
+    by_key = {m.key: m for m in members}
+
+    def expected(key: str) -> dict[str, Any]:
+        m = by_key[key]
+        return m.task.scorer.expected_extraction(m.load_truth(sources))
+
+    return BackendContext(expected=expected, member_ids={k: m.id for k, m in by_key.items()})
+
+
+def extraction_record(member: Member, backend: Backend, request: Request, completion: Completion) -> dict[str, Any]:
+    """What extraction.json holds: the record plus the run block behind it."""
+    run = completion.to_json()
+    record = run.pop("record")
+    raw = run.pop("raw")
+    return {
+        "member": member.key,
+        "backend": {"label": backend.label, "spec": backend.spec, "model": completion.model or backend.model},
+        "request_sha256": request_sha(request),
+        "evalkit_version": __version__,
+        "record": record,
+        "raw": raw,
+        "run": run,
+    }
+
+
+def locate(task_id: str, member_id: str, corpus: str | Path | None) -> Member:
+    task = load_task(Path(corpus or DEFAULT_CORPUS) / task_id)
+    return task.member(member_id)
+
+
+def extract_member(task: str, member: str, backend: str = "fake", corpus: str | Path | None = None,
+                   sources: str | Path | None = None, out: str | Path = ".") -> dict[str, Any]:
+    """Extraction for one member and backend; reuses ``out/extraction.json`` when current.
+
+    The harness fills extraction.json for many members in one concurrent pool
+    before notebooks run; run on its own (e.g. in JupyterLab) this calls the
+    backend itself.
+    """
+    m = locate(task, member, corpus)
+    src = sources_dir(sources)
+    document = read_document(check_integrity(m, src))
+    request = render_request(m.task, m, document)
+    label, spec = parse_backend_arg(backend)
+    path = Path(out) / EXTRACTION
+    if path.exists():
+        existing = read_json(path)
+        if existing.get("request_sha256") == request_sha(request) and existing["backend"]["spec"] == spec:
+            return existing
+    b = make_backend(label, spec, backend_context([m], src))
+
+    async def once() -> Completion:
+        try:
+            return await b.complete(request)
+        finally:
+            await b.aclose()
+
+    data = extraction_record(m, b, request, asyncio.run(once()))
+    write_json(path, data)
+    return data
+
+
+def score_member(task: str, member: str, corpus: str | Path | None = None,
+                 sources: str | Path | None = None, out: str | Path = ".",
+                 threshold: float | None = None) -> ScoreResult:
+    """Score ``out/extraction.json`` against the member's truth; write ``out/score.json``.
+
+    `threshold` overrides the task's pass threshold (``evalkit run --threshold``)."""
+    m = locate(task, member, corpus)
+    src = sources_dir(sources)
+    document = read_document(check_integrity(m, src))
+    extraction = read_json(Path(out) / EXTRACTION)
+    result = score_record(m, extraction.get("record"), document, src, threshold)
+    payload = result.to_json()
+    payload.update(member=m.key, backend=extraction["backend"], run=extraction["run"])
+    write_json(Path(out) / SCORE, payload)
+    return result
+
+
+def score_record(member: Member, record: dict[str, Any] | None, document: Document,
+                 sources: Path | None, threshold: float | None = None) -> ScoreResult:
+    task = member.task
+    ctx = ScoreContext(
+        task_id=task.id, member_id=member.id, source_text=document.text, options=task.options,
+        threshold=task.spec.threshold if threshold is None else threshold, extra={"task_dir": str(task.dir), "scope": member.manifest.scope},
+    )
+    return task.scorer.score(record, member.load_truth(sources), ctx)

@@ -1,0 +1,397 @@
+"""The built-in `fields` scorer: a flat record compared field by field (docs/corpus-format.md).
+
+One item row per scored field with keys `member, field, kind, weight,
+expected, extracted, outcome, credit, reason`. `outcome` is one of match,
+mismatch, missing, extra, hallucinated; `weight` is the row's *effective*
+weight (a hallucinated identifier weighs weight × hallucination_penalty), so
+score = Σ credit / Σ weight over the rows. Keys of the extraction that the
+spec does not name get no row (they would distort the `extra` count, which
+means "stated a value the document does not have"); they are listed in
+`details["unscored_fields"]`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from ..models import FieldsTruth, Strict
+from .base import Scorer, ScoreContext, ScoreResult, ratio
+from .gate import GateOptions, GateResult, is_missing, run_gate
+from .normalize import (
+    normalize_id,
+    normalize_party,
+    number_diff,
+    numbers_close,
+    parse_date,
+    parse_duration,
+    parse_number,
+    show_decimal,
+)
+from .text import normalize
+
+Kind = Literal["id", "text", "enum", "number", "date", "duration", "set", "parties", "conditions"]
+CONDITION_TOLERANCE = 0.001  # numbers inside conditions are mostly rates; exact equality is too strict
+
+
+class FieldSpec(Strict):
+    kind: Kind
+    weight: float = Field(1.0, gt=0)
+    tolerance: float | None = Field(None, ge=0)
+    identifier: bool = False  # a value absent from the source text is HALLUCINATED
+
+    @model_validator(mode="after")
+    def _legal(self) -> "FieldSpec":
+        if self.identifier and self.kind not in ("id", "text"):
+            raise ValueError(f"identifier: true is only allowed for kind id or text, not {self.kind}")
+        if self.tolerance is not None and self.kind not in ("number", "conditions"):
+            raise ValueError(f"tolerance is only allowed for kind number or conditions, not {self.kind}")
+        return self
+
+
+class FieldsOptions(Strict):
+    fields: dict[str, FieldSpec] = Field(min_length=1)
+    gate: GateOptions = GateOptions()
+    hallucination_penalty: float = Field(2.0, ge=1.0)  # < 1 would make inventing an id cheaper than omitting it
+
+    @model_validator(mode="after")
+    def _gate_names_known(self) -> "FieldsOptions":
+        named = [*self.gate.required, *(f for rule in self.gate.sum_equals for f in rule.fields)]
+        unknown = sorted({f for f in named if f not in self.fields})
+        if unknown:
+            raise ValueError(f"gate names fields not in `fields`: {', '.join(unknown)}")
+        return self
+
+
+# ---------------------------------------------------------------- value display
+
+
+def _jsonable(v: Any) -> Any:
+    """Raw values as JSON: YAML dates become ISO strings, tuples/sets lists."""
+    if isinstance(v, (_dt.date, _dt.datetime)):
+        return v.isoformat()
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, (set, frozenset)):
+        return sorted((_jsonable(x) for x in v), key=repr)
+    if isinstance(v, Decimal):
+        return float(v)
+    if v is None or isinstance(v, (str, int, float, bool)):
+        return v
+    return str(v)
+
+
+def _show(v: Any, limit: int = 120) -> str:
+    s = "null" if v is None else repr(_jsonable(v))
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def _num(x: float) -> str:
+    return f"{x:g}" if x == int(x) else repr(x)
+
+
+# ---------------------------------------------------------------- comparators
+# Each takes (expected, extracted, spec) — both sides non-empty — and returns
+# (equal, reason). The reason is a sentence for people either way.
+
+Compare = Callable[[Any, Any, FieldSpec], "tuple[bool, str]"]
+
+
+def _cmp_id(e: Any, g: Any, _: FieldSpec) -> tuple[bool, str]:
+    if normalize_id(e) == normalize_id(g):
+        return True, "equal after trimming and case folding"
+    return False, f"values differ: {_show(e)} vs {_show(g)}"
+
+
+def _cmp_text(e: Any, g: Any, _: FieldSpec) -> tuple[bool, str]:
+    ne, ng = normalize(e), normalize(g)
+    if ne == ng:
+        return True, "equal after normalization"
+    return False, f"texts differ after normalization: {ne!r} vs {ng!r}"
+
+
+def _parsed(e: Any, g: Any, parse: Callable[[Any], Any], what: str) -> tuple[Any, Any, tuple[bool, str] | None]:
+    """Parse both sides; when one fails, fall back to text equality with a reason naming it."""
+    pe, pg = parse(e), parse(g)
+    if pe is not None and pg is not None:
+        return pe, pg, None
+    if normalize(e) == normalize(g):
+        return pe, pg, (True, f"equal as text (not readable as {what})")
+    bad = f"expected value {_show(e)}" if pe is None else _show(g)
+    return pe, pg, (False, f"{bad} is not {what}")
+
+
+def _cmp_number(e: Any, g: Any, spec: FieldSpec, default_tol: float = 0.0) -> tuple[bool, str]:
+    pe, pg, fallback = _parsed(e, g, parse_number, "a number")
+    if fallback:
+        return fallback
+    tol = spec.tolerance if spec.tolerance is not None else default_tol
+    diff = number_diff(pe, pg)
+    if numbers_close(pe, pg, tol):
+        return True, "equal" if not diff else f"within tolerance ({show_decimal(diff)} ≤ {_num(tol)})"
+    return False, f"numbers differ by {show_decimal(diff)} > {_num(tol)}"
+
+
+def _cmp_date(e: Any, g: Any, _: FieldSpec) -> tuple[bool, str]:
+    pe, pg, fallback = _parsed(e, g, parse_date, "a date")
+    if fallback:
+        return fallback
+    if pe == pg:
+        return True, f"same date {pe}"
+    return False, f"dates differ: {pe} vs {pg}"
+
+
+def _cmp_duration(e: Any, g: Any, _: FieldSpec) -> tuple[bool, str]:
+    pe, pg, fallback = _parsed(e, g, parse_duration, "a duration")
+    if fallback:
+        return fallback
+    if pe.unit == pg.unit and math.isclose(pe.amount, pg.amount, rel_tol=0, abs_tol=1e-9):
+        return True, f"same duration {pe}"
+    return False, f"durations differ: {pe} vs {pg}"
+
+
+def _as_list(v: Any) -> list[Any]:
+    return list(v) if isinstance(v, (list, tuple, set, frozenset)) else [v]
+
+
+def _cmp_sets(e_set: set[str], g_set: set[str], what: str) -> tuple[bool, str]:
+    if e_set == g_set:
+        return True, f"same {what}"
+    parts = []
+    if lacking := sorted(e_set - g_set):
+        parts.append(f"missing {lacking}")
+    if surplus := sorted(g_set - e_set):
+        parts.append(f"unexpected {surplus}")
+    return False, f"{what} differ: {', '.join(parts)}"
+
+
+def _cmp_set(e: Any, g: Any, _: FieldSpec) -> tuple[bool, str]:
+    def norm(v: Any) -> set[str]:
+        return {n for x in _as_list(v) if x is not None and (n := normalize(x))}
+
+    return _cmp_sets(norm(e), norm(g), "sets")
+
+
+def _party_set(v: Any) -> set[str]:
+    # CUAD writes all parties in one string: `A ("X"); B ("Y")`.
+    names = [p for x in _as_list(v) if x is not None for p in str(x).split(";")]
+    return {n for p in names if (n := normalize_party(p))}
+
+
+def _cmp_parties(e: Any, g: Any, _: FieldSpec) -> tuple[bool, str]:
+    return _cmp_sets(_party_set(e), _party_set(g), "parties")
+
+
+# ---- conditions
+
+
+def _cmp_value(e: Any, g: Any, spec: FieldSpec) -> tuple[bool, str]:
+    """One value inside a condition, its kind inferred from the expected value."""
+    if is_missing(e) and is_missing(g):
+        return True, "both null"
+    if is_missing(e) or is_missing(g):
+        return False, f"expected {_show(e)}, got {_show(g)}"
+    if isinstance(e, bool) or isinstance(g, bool):
+        return (e == g), f"expected {_show(e)}, got {_show(g)}"
+    if isinstance(e, dict):
+        return _cmp_condition(e, g, spec) if isinstance(g, dict) else (False, f"expected an object, got {_show(g)}")
+    if isinstance(e, (list, tuple)):
+        return _cmp_set(e, g, spec)
+    if parse_number(e) is not None:
+        return _cmp_number(e, g, spec, CONDITION_TOLERANCE)
+    if parse_date(e) is not None:
+        return _cmp_date(e, g, spec)
+    if parse_duration(e) is not None:
+        return _cmp_duration(e, g, spec)
+    return _cmp_text(e, g, spec)
+
+
+def _cmp_condition(e: Any, g: Any, spec: FieldSpec) -> tuple[bool, str]:
+    if not isinstance(e, dict) or not isinstance(g, dict):
+        return False, f"expected an object, got {_show(g)}"
+    for key in [*e, *(k for k in g if k not in e)]:
+        ok, why = _cmp_value(e.get(key), g.get(key), spec)
+        if not ok:
+            return False, f"{key!r}: {why}"
+    return True, "equal"
+
+
+def _priority_key(c: Any) -> tuple[int, float, str]:
+    p = c.get("priority")
+    n = parse_number(p)
+    return (0, n, "") if n is not None else (1, 0.0, normalize(p))
+
+
+def _has_priority(items: list[Any]) -> bool:
+    return all(isinstance(c, dict) and not is_missing(c.get("priority")) for c in items)
+
+
+def _match_multiset(e: list[Any], g: list[Any], spec: FieldSpec) -> tuple[bool, str]:
+    """Every expected condition paired with a distinct equal extracted one (bipartite matching:
+    equality within a tolerance is not transitive, so first-fit alone can miss a pairing)."""
+    equal = [[_cmp_condition(x, y, spec)[0] for y in g] for x in e]
+    owner: dict[int, int] = {}  # extracted index -> expected index
+
+    def assign(i: int, seen: set[int]) -> bool:
+        for j in range(len(g)):
+            if equal[i][j] and j not in seen:
+                seen.add(j)
+                if j not in owner or assign(owner[j], seen):
+                    owner[j] = i
+                    return True
+        return False
+
+    for i in range(len(e)):
+        if not assign(i, set()):
+            # Name the nearest candidate's (most keys equal) first difference, for the reader.
+            def agreeing(j: int) -> int:
+                y = g[j] if isinstance(g[j], dict) else {}
+                return sum(_cmp_value(v, y.get(k), spec)[0] for k, v in (e[i] if isinstance(e[i], dict) else {}).items())
+
+            nearest = max(range(len(g)), key=agreeing)
+            why = _cmp_condition(e[i], g[nearest], spec)[1]
+            return False, f"no extracted condition matches expected condition #{i + 1} (nearest differs at {why})"
+    return True, "same conditions (in any order)"
+
+
+def _cmp_conditions(e: Any, g: Any, spec: FieldSpec) -> tuple[bool, str]:
+    e, g = _as_list(e), _as_list(g)
+    if len(e) != len(g):
+        return False, f"expected {len(e)} conditions, got {len(g)}"
+    if _has_priority(e) and _has_priority(g):
+        es, gs = sorted(e, key=_priority_key), sorted(g, key=_priority_key)
+        for i, (x, y) in enumerate(zip(es, gs), 1):
+            ok, why = _cmp_condition(x, y, spec)
+            if not ok:
+                return False, f"condition #{i} by priority (priority {_show(x.get('priority'))}) differs at {why}"
+        return True, "same conditions in priority order"
+    return _match_multiset(e, g, spec)
+
+
+COMPARE: dict[str, Compare] = {
+    "id": _cmp_id,
+    "enum": _cmp_id,
+    "text": _cmp_text,
+    "number": _cmp_number,
+    "date": _cmp_date,
+    "duration": _cmp_duration,
+    "set": _cmp_set,
+    "parties": _cmp_parties,
+    "conditions": _cmp_conditions,
+}
+
+
+# ---------------------------------------------------------------- the scorer
+
+
+def _collapse(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _row(ctx: ScoreContext, name: str, spec: FieldSpec, exp: Any, got: Any, source: str, penalty: float) -> dict:
+    row = {
+        "member": ctx.member_id,
+        "field": name,
+        "kind": spec.kind,
+        "weight": spec.weight,
+        "expected": _jsonable(exp),
+        "extracted": _jsonable(got),
+    }
+    # The check needs a source to look in; with no text nothing can be verified, so nothing is flagged.
+    if spec.identifier and not is_missing(got) and source and _collapse(str(got)) not in source:
+        w = spec.weight * penalty
+        reason = f"value not found in the source text (weight {_num(spec.weight)} × penalty {_num(penalty)})"
+        return row | {"weight": w, "outcome": "hallucinated", "credit": 0.0, "reason": reason}
+    if is_missing(exp) and is_missing(got):
+        outcome, reason = "match", "both null"
+    elif is_missing(got):
+        outcome, reason = "missing", f"expected {_show(exp)}, got null"
+    elif is_missing(exp):
+        outcome, reason = "extra", f"expected null, got {_show(got)}"
+    else:
+        ok, reason = COMPARE[spec.kind](exp, got, spec)
+        outcome = "match" if ok else "mismatch"
+    return row | {"outcome": outcome, "credit": spec.weight if outcome == "match" else 0.0, "reason": reason}
+
+
+def _note(row: dict) -> str | None:
+    f, o, e, g = row["field"], row["outcome"], row["expected"], row["extracted"]
+    if o == "match":
+        return None
+    if o == "hallucinated":
+        return f"{f}: HALLUCINATED — {_show(g)} does not occur in the source"
+    if o == "mismatch":
+        return f"{f}: mismatch — expected {_show(e)}, got {_show(g)} ({row['reason']})"
+    return f"{f}: {o} — expected {_show(e)}, got {_show(g)}"
+
+
+def _describe_gate(blocking: bool, missing: list[str]) -> str:
+    return f"{'blocking' if blocking else 'not blocking'} with missing [{', '.join(missing)}]"
+
+
+def score(extraction: Any, truth: FieldsTruth, ctx: ScoreContext) -> ScoreResult:
+    opts = ctx.options if isinstance(ctx.options, FieldsOptions) else FieldsOptions.model_validate(ctx.options or {})
+    record = extraction if isinstance(extraction, dict) else None  # anything else is "produced nothing"
+    got_of = record or {}
+    source = _collapse(ctx.source_text or "")
+
+    rows = [
+        _row(ctx, name, spec, truth.record.get(name), got_of.get(name), source, opts.hallucination_penalty)
+        for name, spec in opts.fields.items()
+    ]
+    total_weight = math.fsum(r["weight"] for r in rows)
+    headline = ratio(math.fsum(r["credit"] for r in rows), total_weight)
+    counts = {o: sum(r["outcome"] == o for r in rows) for o in ("match", "mismatch", "missing", "extra", "hallucinated")}
+
+    gate: GateResult = run_gate(record, opts.gate)
+    expected_missing = list(truth.expected_missing_fields)
+    gate_agrees = sorted(gate.missing_fields) == sorted(expected_missing) and gate.blocking == truth.expected_blocking
+
+    notes = [n for r in rows if (n := _note(r))]
+    if record is None and extraction is not None:
+        notes.insert(0, f"extraction is not an object ({type(extraction).__name__}); scored as empty")
+    if not gate_agrees:
+        got_gate = _describe_gate(gate.blocking, gate.missing_fields)
+        why = f" ({'; '.join(gate.reasons)})" if gate.reasons else ""
+        notes.append(f"gate: expected {_describe_gate(truth.expected_blocking, expected_missing)}, got {got_gate}{why}")
+
+    # Float sums of weights can land a hair under a threshold they exactly meet.
+    passed = None if headline is None else (headline >= ctx.threshold - 1e-12 and gate_agrees)
+    return ScoreResult(
+        score=headline,
+        passed=passed,
+        metrics={
+            "score": headline,
+            "field_accuracy": ratio(counts["match"], len(rows)),
+            "matched": counts["match"],
+            "mismatched": counts["mismatch"],
+            "missing": counts["missing"],
+            "extra": counts["extra"],
+            "hallucinated": counts["hallucinated"],
+            "gate_agrees": gate_agrees,
+            "gate_blocking": gate.blocking,
+        },
+        items=rows,
+        notes=notes,
+        details={
+            "gate": gate.to_json(),
+            "expected_gate": {"missing_fields": expected_missing, "blocking": truth.expected_blocking},
+            "unscored_fields": sorted(k for k in got_of if k not in opts.fields),
+        },
+    )
+
+
+SCORER = Scorer(
+    name="fields",
+    score=score,
+    truth_model=FieldsTruth,
+    options_model=FieldsOptions,
+    expected_extraction=lambda t: dict(t.record),
+)
