@@ -276,3 +276,11 @@ def test_scorer_echo_of_truth_scores_one():
     truth = FieldsTruth(record={"a": "x", "d": "2024-03-01"})
     assert SCORER.expected_extraction(truth) == {"a": "x", "d": "2024-03-01"}
     assert (SCORER.name, SCORER.truth_model, SCORER.options_model) == ("fields", FieldsTruth, FieldsOptions)
+
+
+def test_fold_leaves_numbers_and_pronouns_alone():
+    from evalkit.scoring.text import fold
+
+    assert fold("the 1950s") == "1950s" and fold("1950") == "1950"
+    assert fold("US") == "us"  # inflect would make it "me"
+    assert fold("The") == "the"  # only an article: keep the text, never ""

@@ -20,7 +20,7 @@ __all__ = ["Scorer", "ScoreContext", "ScoreResult", "ratio", "load_scorer"]
 GROUP = "evalkit.scorers"
 
 # Built-ins are also listed here so an uninstalled checkout (PYTHONPATH=.) works.
-_BUILTIN = {"fields": "evalkit.scoring.fields:SCORER"}
+_BUILTIN = {"fields": "evalkit.scoring.fields:SCORER", "graph": "evalkit.scoring.graph:SCORER"}
 
 
 def _as_scorer(obj: object, name: str) -> Scorer:

@@ -32,14 +32,24 @@ def _inflect():
     return inflect.engine()
 
 
+# Words inflect would "singularize" wrongly: pronouns and function words ("us" → "me").
+_KEEP = frozenset({"us", "this", "his", "its", "is", "was", "has", "as", "yours", "ours", "theirs", "hers"})
+
+
 @lru_cache(maxsize=65536)
 def fold(text: object) -> str:
-    """normalize(text) with its last word singularized (dictionary-correct)."""
+    """normalize(text) with its last word singularized (dictionary-correct).
+
+    Words with digits ("1950s") and function words are left alone; when the
+    text is only articles, the normalized form would be empty, so the lower-cased
+    text is kept instead (distinct names must not all fold to "")."""
     s = normalize(text)
     if not s:
-        return s
+        return " ".join(str(text).lower().split())
     *head, last = s.split()
-    singular = _inflect().singular_noun(last) if not last.isdigit() else False
+    if any(c.isdigit() for c in last) or last in _KEEP:
+        return s
+    singular = _inflect().singular_noun(last)
     return " ".join([*head, singular or last])
 
 
