@@ -11,7 +11,7 @@ import click
 from . import __version__
 from .backends import parse_backend_arg
 from .corpus import DEFAULT_CORPUS, sources_dir, validate_corpus
-from .errors import EXIT_INVALID, EXIT_OK, EXIT_USAGE, EvalkitError
+from .errors import EXIT_INVALID, EXIT_OK, EvalkitError, UsageError
 
 CORPUS = click.option("--corpus", type=click.Path(path_type=Path), default=None,
                       help="Corpus folder (default: the bundled corpus/).")
@@ -93,8 +93,11 @@ def print_summary(result) -> None:
     click.echo(f"Report: {index if index.exists() else result.run_dir}")
 
 
-def _run(corpus, sources, tasks, only, backends, out, threshold, workers, max_concurrency, html) -> None:
+def _run(corpus, sources, tasks, only, backends, out, threshold, workers, max_concurrency, html,
+         update_board=False, board=None) -> None:
+    from .history import append_history
     from .runner import RunOptions, run
+    from .scoreboard import board_path, update_scoreboard
 
     opts = RunOptions(
         corpus=corpus or DEFAULT_CORPUS, sources=sources_dir(sources), tasks=list(tasks) or None,
@@ -110,6 +113,14 @@ def _run(corpus, sources, tasks, only, backends, out, threshold, workers, max_co
         for bar in bars:
             bar.close()
     print_summary(result)
+    try:
+        append_history(result)  # runs/index.jsonl: every scored run, for trend charts
+    except EvalkitError as e:
+        click.echo(f"evalkit: history not updated: {e}", err=True)
+    if update_board:
+        path = board or board_path(opts.corpus)
+        entries = update_scoreboard(result, path, corpus=opts.corpus, sources=opts.sources)
+        click.echo(f"Scoreboard: {len(entries)} entries written to {path}")
     sys.exit(result.exit_code)
 
 
@@ -123,6 +134,10 @@ RUN_OPTIONS = [
     click.option("--workers", type=click.IntRange(1), default=None, help="Notebook processes (default: cores)."),
     click.option("--max-concurrency", type=click.IntRange(1), default=8, help="Concurrent backend calls."),
     click.option("--html/--no-html", default=True, help="Render the HTML report."),
+    click.option("--update-scoreboard", "update_board", is_flag=True,
+                 help="Write the scored entries to the corpus's scoreboard.json."),
+    click.option("--board", type=click.Path(path_type=Path), default=None,
+                 help="Scoreboard file (default: <corpus>/scoreboard.json)."),
 ]
 
 
@@ -138,27 +153,40 @@ def _apply(options):
 @click.option("--backend", "backends", multiple=True, metavar="NAME=SPEC",
               help="Backend (repeatable): fake, predictions:dir=D, … (default: fake).")
 @_apply(RUN_OPTIONS)
-def run_cmd(backends, corpus, sources, tasks, only, out, threshold, workers, max_concurrency, html):
+def run_cmd(backends, corpus, sources, tasks, only, out, threshold, workers, max_concurrency, html,
+            update_board, board):
     """Extract, score and report every selected member; exit 0 only if all pass."""
-    _run(corpus, sources, tasks, only, backends, out, threshold, workers, max_concurrency, html)
+    _run(corpus, sources, tasks, only, backends, out, threshold, workers, max_concurrency, html,
+         update_board, board)
 
 
 @main.command("score")
 @click.option("--predictions", type=click.Path(path_type=Path, file_okay=False), required=True,
               help="Folder of <member-id>.json records made elsewhere.")
 @_apply(RUN_OPTIONS)
-def score_cmd(predictions, corpus, sources, tasks, only, out, threshold, workers, max_concurrency, html):
+def score_cmd(predictions, corpus, sources, tasks, only, out, threshold, workers, max_concurrency, html,
+              update_board, board):
     """Score predictions made elsewhere (one JSON per member, named by member id)."""
     if not predictions.is_dir():
         raise EvalkitError(f"{predictions}: predictions folder not found")
     _run(corpus, sources, tasks, only, [f"predictions=predictions:dir={predictions}"], out, threshold,
-         workers, max_concurrency, html)
+         workers, max_concurrency, html, update_board, board)
 
 
 @main.command("report")
-@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
-def report_cmd(run_dir):
-    """Re-render the HTML of an existing run folder."""
+@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True), required=False)
+@click.option("--byom", is_flag=True, help="Render the published BYOM scoreboard instead of a run.")
+@click.option("--board", type=click.Path(path_type=Path), default=None, help="BYOM board file.")
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="HTML file for --byom.")
+def report_cmd(run_dir, byom, board, out):
+    """Re-render the HTML of an existing run folder (or, with --byom, the BYOM board)."""
+    if byom:
+        from .board_cli import report_byom
+
+        report_byom(board, out)
+        return
+    if run_dir is None:
+        raise UsageError("give a RUN_DIR, or --byom")
     from .render import render_run
 
     render_run(run_dir)
@@ -179,6 +207,12 @@ def validate_cmd(corpus, sources):
         sys.exit(EXIT_INVALID)
     click.echo(f"{corpus}: ok")
     sys.exit(EXIT_OK)
+
+
+from .board_cli import COMMANDS as _BOARD_COMMANDS  # noqa: E402
+
+for _command in _BOARD_COMMANDS:
+    main.add_command(_command)
 
 
 if __name__ == "__main__":

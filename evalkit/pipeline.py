@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,10 @@ def write_json(path: Path, data: Any) -> None:
     """Deterministic JSON (sorted keys, fixed indent), written atomically."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    os.chmod(tmp, 0o644)  # mkstemp makes it private; artefacts are meant to be shared
     os.replace(tmp, path)
 
 

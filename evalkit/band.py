@@ -1,0 +1,226 @@
+"""The noise band: how far a corpus-mean metric moves between repeated baseline sweeps.
+
+``evalkit band`` takes N ≥ 2 sweeps of the same baseline (run live N times, or replayed from N
+independently recorded cassettes, or given as existing run folders) and writes
+``corpus/band.json`` (``--corpus DIR``: ``DIR/band.json``)::
+
+    {
+      "schema_version": 1,
+      "floor": 0.02,
+      "bootstrap": {"confidence": 0.95, "over": "members", "resamples": 2000, "seed": 20261130},
+      "sweeps": [{"backend": "gemma", "spec": "cassette:path=a.jsonl", "run": "../runs/…"}, …],
+      "tasks": {
+        "<task>": {
+          "members": 12,                       # members scored in every sweep (the paired set)
+          "metrics": {
+            "<metric>": {
+              "band": 0.031,                   # max(spread, floor): what `evalkit check` allows
+              "spread": 0.031,                 # max − min of the per-sweep corpus means
+              "sweep_means": [0.912, 0.881],   # corpus mean in each sweep, in sweep order
+              "mean": 0.8965,                  # corpus mean of the per-member means over sweeps
+              "ci": [0.84, 0.95],              # bootstrap CI of that mean, resampling members
+              "n": 12,                         # members with a value
+              "gated": true                    # higher is better: `evalkit check` gates it
+            }}}}}
+
+Corpus means are taken over the members scored in *every* sweep, so a member missing from one
+sweep cannot masquerade as noise. The bootstrap resamples members (with a fixed seed, derived per
+task and metric), so the same sweeps always give the same file. Numbers are rounded to 6 places.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from .corpus import DEFAULT_CORPUS
+from .errors import EXIT_INVALID, EvalkitError, UsageError
+from .regress import DEFAULT_SEED, FLOOR, as_number, bootstrap_ci, is_gated, sub_seed
+from .scoreboard import numeric_metrics, redact_spec, scan, write_atomic
+
+__all__ = ["BAND_NAME", "SCHEMA_VERSION", "BandError", "band_path", "collect", "compute_band", "write_band",
+           "load_band", "render_markdown", "update_readme", "README_START", "README_END"]
+
+BAND_NAME = "band.json"
+SCHEMA_VERSION = 1
+README_START = "<!-- band:start -->"
+README_END = "<!-- band:end -->"
+
+
+class BandError(EvalkitError):
+    exit_code = EXIT_INVALID
+
+
+def band_path(corpus: str | Path | None = None) -> Path:
+    return Path(corpus or DEFAULT_CORPUS) / BAND_NAME
+
+
+def collect(root: str | Path, tasks: Iterable[str] | None = None) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
+    """``{task: {backend: {member: metrics}}}`` of every score.json under a run or sweep folder."""
+    want = set(tasks) if tasks else None
+    out: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
+    for s in scan(root):
+        if want is not None and s.task not in want:
+            continue
+        out.setdefault(s.task, {}).setdefault(s.backend, {})[s.member] = numeric_metrics(s.score().get("metrics") or {})
+    return out
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(float(x), 6)
+
+
+def _sweep_info(root: Path, label: str, band_dir: Path) -> dict[str, Any]:
+    spec = ""
+    for s in scan(root):
+        if s.backend == label:
+            spec = redact_spec(str((s.extraction().get("backend") or {}).get("spec", "")))
+            break
+    return {"backend": label, "spec": spec, "run": Path(os.path.relpath(root.resolve(), band_dir.resolve())).as_posix()}
+
+
+def _one_label(data: Mapping[str, Mapping[str, Any]], root: Path, label: str | None) -> str:
+    labels = sorted({b for per_task in data.values() for b in per_task})
+    if label is not None:
+        if label not in labels:
+            raise BandError(f"{root}: no scored member for backend {label!r} (backends: {', '.join(labels) or 'none'})")
+        return label
+    if len(labels) != 1:
+        raise BandError(f"{root}: {'no scored members' if not labels else 'several backends: ' + ', '.join(labels)}; "
+                        "a band sweep needs exactly one (pick one with --label)")
+    return labels[0]
+
+
+def compute_band(sweeps: Sequence[str | Path], *, tasks: Iterable[str] | None = None, label: str | None = None,
+                 floor: float = FLOOR, seed: int = DEFAULT_SEED, resamples: int = 2000, confidence: float = 0.95,
+                 band_dir: str | Path = ".") -> dict[str, Any]:
+    """The band.json content for N ≥ 2 sweep folders (see module docstring)."""
+    if len(sweeps) < 2:
+        raise UsageError(f"a band needs at least 2 sweeps, got {len(sweeps)}")
+    roots = [Path(s) for s in sweeps]
+    data, infos = [], []
+    for root in roots:
+        d = collect(root, tasks)
+        lab = _one_label(d, root, label)
+        data.append({t: per[lab] for t, per in d.items() if lab in per})
+        infos.append(_sweep_info(root, lab, Path(band_dir)))
+    out_tasks: dict[str, Any] = {}
+    for task in sorted(set().union(*(d.keys() for d in data))):
+        per_sweep = [d.get(task, {}) for d in data]
+        common = sorted(set.intersection(*(set(p) for p in per_sweep)))
+        if not common:
+            continue
+        metrics = sorted({k for p in per_sweep for m in common for k in p[m]})
+        block: dict[str, Any] = {}
+        for metric in metrics:
+            means = []
+            for p in per_sweep:
+                xs = [as_number(p[m].get(metric)) for m in common]
+                xs = [x for x in xs if x is not None]
+                means.append(math.fsum(xs) / len(xs) if xs else None)
+            known = [x for x in means if x is not None]
+            if not known:
+                continue
+            spread = max(known) - min(known)
+            member_means = []
+            for m in common:
+                xs = [as_number(p[m].get(metric)) for p in per_sweep]
+                xs = [x for x in xs if x is not None]
+                if xs:
+                    member_means.append(math.fsum(xs) / len(xs))
+            ci = bootstrap_ci(member_means, sub_seed(seed, task, metric), resamples, confidence)
+            block[metric] = {
+                "band": _r(max(spread, floor)),
+                "spread": _r(spread),
+                "sweep_means": [_r(x) for x in means],
+                "mean": _r(math.fsum(member_means) / len(member_means)) if member_means else None,
+                "ci": None if ci is None else [_r(ci[0]), _r(ci[1])],
+                "n": len(member_means),
+                "gated": is_gated(metric),
+            }
+        out_tasks[task] = {"members": len(common), "metrics": block}
+    if not out_tasks:
+        raise BandError("the sweeps share no scored member: nothing to measure a band from")
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "floor": floor,
+        "bootstrap": {"seed": seed, "resamples": resamples, "confidence": confidence, "over": "members"},
+        "sweeps": infos,
+        "tasks": out_tasks,
+    }
+
+
+def write_band(path: str | Path, band: Mapping[str, Any]) -> Path:
+    path = Path(path)
+    write_atomic(path, band)
+    return path
+
+
+def load_band(path: str | Path, *, must_exist: bool = False) -> dict[str, Any] | None:
+    import json
+
+    path = Path(path)
+    if not path.is_file():
+        if must_exist:
+            raise BandError(f"{path}: no band file (measure one with `evalkit band`)")
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise BandError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
+    if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION or not isinstance(data.get("tasks"), dict):
+        raise BandError(f"{path}: not a band file of schema_version {SCHEMA_VERSION}")
+    return data
+
+
+def _f(x: Any, digits: int = 3) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def render_markdown(band: Mapping[str, Any], *, gated_only: bool = True) -> str:
+    """The band as a Markdown table (gated metrics only unless told), for the README."""
+    sweeps = band.get("sweeps") or []
+    labels = sorted({s.get("backend", "?") for s in sweeps})
+    boot = band.get("bootstrap") or {}
+    conf = int(round(100 * float(boot.get("confidence", 0.95))))
+    lines = [
+        f"Noise band from {len(sweeps)} sweeps of `{'`, `'.join(labels)}` (floor {band.get('floor', FLOOR)}; "
+        f"{conf}% bootstrap CI over members, seed {boot.get('seed')}). A drop larger than the band fails "
+        "`evalkit check`; count metrics are not gated.",
+        "",
+        f"| task | metric | band | observed spread | sweep means | mean ({conf}% CI) | members |",
+        "| --- | --- | ---: | ---: | --- | --- | ---: |",
+    ]
+    for task in sorted(band.get("tasks", {})):
+        block = band["tasks"][task]
+        for metric in sorted(block.get("metrics", {})):
+            m = block["metrics"][metric]
+            if gated_only and not m.get("gated"):
+                continue
+            ci = m.get("ci")
+            ci_s = f"{_f(m.get('mean'))} ({_f(ci[0])}–{_f(ci[1])})" if ci else _f(m.get("mean"))
+            means = " / ".join(_f(x) for x in m.get("sweep_means", []))
+            lines.append(f"| `{task}` | `{metric}` | {_f(m.get('band'))} | {_f(m.get('spread'))} | {means} | {ci_s} "
+                         f"| {m.get('n', block.get('members'))} |")
+    return "\n".join(lines) + "\n"
+
+
+def update_readme(readme: str | Path, markdown: str) -> Path:
+    """Replace what sits between ``<!-- band:start -->`` and ``<!-- band:end -->`` in `readme`."""
+    readme = Path(readme)
+    if not readme.is_file():
+        raise BandError(f"{readme}: file not found")
+    text = readme.read_text(encoding="utf-8")
+    pattern = re.compile(re.escape(README_START) + r".*?" + re.escape(README_END), re.S)
+    if not pattern.search(text):
+        raise BandError(f"{readme}: no {README_START} … {README_END} block to rewrite; add the two markers "
+                        "where the band table should go")
+    new = pattern.sub(lambda _: f"{README_START}\n{markdown.rstrip()}\n{README_END}", text, count=1)
+    if new != text:
+        tmp = readme.with_name(f".{readme.name}.band.tmp")
+        tmp.write_text(new, encoding="utf-8")
+        os.replace(tmp, readme)
+    return readme

@@ -1,0 +1,140 @@
+"""The run history: ``runs/index.jsonl``, one line per scored member × backend of every run.
+
+Each line (compact JSON, sorted keys)::
+
+    {"run_id": "20261130-101500-gemma", "time": "2026-11-30T10:15:00+00:00", "task": "deal-memos",
+     "member": "clean-single-term", "backend": "gemma", "model": "gemma-3-270m",
+     "score": 0.93, "passed": true, "metrics": {...},
+     "cost": {"input_tokens": 812, "output_tokens": 95, "usd": 0.0004, "calls": 1}}
+
+Appends are serialized with a file lock (``index.jsonl.lock``) and are idempotent:
+a line whose (run_id, time, task, member, backend) is already in the file is not
+written again. `history_frame` / `trend_frame` read it back for the trend charts
+(metric over runs, per backend).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .scoreboard import _selected, locked, numeric_metrics, scan
+
+__all__ = ["INDEX_NAME", "index_path", "history_lines", "append_history", "read_history", "history_frame",
+           "trend_frame", "trend_chart"]
+
+INDEX_NAME = "index.jsonl"
+
+
+def index_path(run_dir: str | Path) -> Path:
+    """``runs/index.jsonl`` for ``runs/<run-id>``: the index lives beside the run folders."""
+    run_dir = Path(run_dir)
+    sweep = next((p for p in (run_dir, *run_dir.parents) if (p / "sweep.json").is_file()), None)
+    return (sweep or run_dir).parent / INDEX_NAME
+
+
+def _key(line: dict[str, Any]) -> tuple:
+    return (line.get("run_id"), line.get("time"), line.get("task"), line.get("member"), line.get("backend"))
+
+
+def history_lines(run_result: Any) -> list[dict[str, Any]]:
+    """The index lines of a run: a RunResult / SweepResult (scored outcomes) or a run folder path."""
+    root, keys = _selected(run_result)
+    lines = []
+    for s in scan(root):
+        if keys is not None and (s.task, s.member, s.backend) not in keys:
+            continue
+        score, ext, rj = s.score(), s.extraction(), s.run_json()
+        run = ext.get("run") or {}
+        lines.append({
+            "run_id": s.run_id,
+            "time": rj.get("started") or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "task": s.task,
+            "member": s.member,
+            "backend": s.backend,
+            "model": (ext.get("backend") or {}).get("model"),
+            "score": score.get("score"),
+            "passed": score.get("passed"),
+            "metrics": numeric_metrics(score.get("metrics") or {}),
+            "cost": {k: run.get(k) for k in ("input_tokens", "output_tokens", "usd", "calls")},
+        })
+    return lines
+
+
+def read_history(index: str | Path) -> list[dict[str, Any]]:
+    """Every line of the index (a torn last line from a crashed writer is ignored)."""
+    index = Path(index)
+    if not index.exists():
+        return []
+    out = []
+    for text in index.read_text(encoding="utf-8").splitlines():
+        if not text.strip():
+            continue
+        try:
+            out.append(json.loads(text))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+def append_history(run_result: Any, index: str | Path | None = None) -> int:
+    """Append the run's lines to the index (default ``<runs>/index.jsonl``); return how many were new."""
+    root, _ = _selected(run_result)
+    index = Path(index) if index is not None else index_path(root)
+    lines = history_lines(run_result)
+    if not lines:
+        return 0
+    with locked(index):
+        seen = {_key(line) for line in read_history(index)}
+        new = [line for line in lines if _key(line) not in seen]
+        if new:
+            index.parent.mkdir(parents=True, exist_ok=True)
+            with open(index, "a", encoding="utf-8") as f:
+                for line in new:
+                    f.write(json.dumps(line, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n")
+    return len(new)
+
+
+def history_frame(index: str | Path):
+    """Long pandas frame: run_id, time, task, member, backend, model, metric, value (numeric metrics only)."""
+    import pandas as pd
+
+    rows = []
+    for line in read_history(index):
+        for metric, value in (line.get("metrics") or {}).items():
+            if value is None:
+                continue
+            rows.append({"run_id": line.get("run_id"), "time": line.get("time"), "task": line.get("task"),
+                         "member": line.get("member"), "backend": line.get("backend"), "model": line.get("model"),
+                         "metric": metric, "value": float(value)})
+    cols = ["run_id", "time", "task", "member", "backend", "model", "metric", "value"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def trend_frame(index: str | Path, task: str | None = None, metric: str = "score"):
+    """Corpus mean of `metric` per (run, backend), ordered by time: the data of a trend chart."""
+    import pandas as pd
+
+    df = history_frame(index)
+    df = df[df.metric == metric]
+    if task is not None:
+        df = df[df.task == task]
+    if df.empty:
+        return pd.DataFrame(columns=["task", "backend", "run_id", "time", "value", "members"])
+    g = (df.groupby(["task", "backend", "run_id"], as_index=False)
+           .agg(time=("time", "min"), value=("value", "mean"), members=("member", "nunique")))
+    return g.sort_values(["task", "backend", "time", "run_id"]).reset_index(drop=True)
+
+
+def trend_chart(frame, metric: str = "score"):
+    """An altair line chart of a `trend_frame` (one line per backend); None when there is nothing to draw."""
+    if frame is None or len(frame) == 0:
+        return None
+    import altair as alt
+
+    return (alt.Chart(frame).mark_line(point=True)
+            .encode(x=alt.X("time:T", title="run"), y=alt.Y("value:Q", title=metric, scale=alt.Scale(zero=False)),
+                    color=alt.Color("backend:N"), tooltip=["run_id", "backend", "value", "members"])
+            .properties(width=480, height=220))

@@ -1,0 +1,364 @@
+"""The scoreboard: the committed standing of every task × member × backend.
+
+``corpus/scoreboard.json`` (a ``--corpus DIR`` corpus keeps its own, ``DIR/scoreboard.json``)::
+
+    {
+      "schema_version": 1,
+      "tasks": {
+        "<task>": {
+          "<member>": {
+            "<backend label>": {
+              "run": {...},            # date, model, evalkit version, tokens, USD, backend spec (no secrets)
+              "run_folder": "...",     # the retained run folder (relative to the board), for `evalkit rescore`
+              "truth_sha256": "...",   # the truth file the metrics were scored against
+              "settings": {...},       # non-default overrides only (sampling settings, --threshold)
+              "metrics": {...},        # the scorer's metrics block
+              "passed": true,
+              "justifications": {...}  # only when `evalkit check --justify` accepted a regression
+            }}}}}
+
+The file is written with sorted keys, an indent of 2 and a trailing newline, so
+its git diff reads well. Every write is read-modify-write under a file lock
+(``scoreboard.json.lock``) and lands atomically (temp file + ``os.replace``):
+many concurrent writers lose nothing and a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping
+
+from .corpus import DEFAULT_CORPUS, Member, load_task
+from .errors import EXIT_INVALID, EvalkitError
+
+__all__ = [
+    "SCHEMA_VERSION", "BOARD_NAME", "ScoreboardError", "Scored", "board_path", "dumps", "load_board",
+    "write_atomic", "locked", "edit_board", "scan", "redact_spec", "run_block", "entry_for", "settings_of",
+    "truth_sha256", "update_scoreboard", "iter_entries", "numeric_metrics",
+]
+
+SCHEMA_VERSION = 1
+BOARD_NAME = "scoreboard.json"
+LOCK_TIMEOUT_S = 120
+# Backend spec options whose value is a secret: never written to a board.
+SECRET_KEYS = {"key", "api_key", "apikey", "token", "secret", "password", "auth", "authorization", "bearer"}
+
+
+class ScoreboardError(EvalkitError):
+    """The scoreboard (or a run folder it points at) is missing, corrupt or from another schema."""
+
+    exit_code = EXIT_INVALID
+
+
+def board_path(corpus: str | Path | None = None) -> Path:
+    """``<corpus>/scoreboard.json``; the bundled corpus's when `corpus` is None."""
+    return Path(corpus or DEFAULT_CORPUS) / BOARD_NAME
+
+
+def dumps(data: Any) -> str:
+    """The one serialization every board uses: sorted keys, indent 2, trailing newline."""
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def empty_board() -> dict[str, Any]:
+    return {"schema_version": SCHEMA_VERSION, "tasks": {}}
+
+
+def load_board(path: str | Path, *, must_exist: bool = False) -> dict[str, Any]:
+    path = Path(path)
+    if not path.exists():
+        if must_exist:
+            raise ScoreboardError(f"{path}: no scoreboard yet (write one with `evalkit sweep --update-scoreboard` "
+                                  "or `evalkit run … --update-scoreboard`)")
+        return empty_board()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ScoreboardError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("tasks"), dict):
+        raise ScoreboardError(f"{path}: not a scoreboard (expected an object with `tasks`)")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise ScoreboardError(f"{path}: schema_version {data.get('schema_version')!r} is not {SCHEMA_VERSION}")
+    return data
+
+
+def write_atomic(path: str | Path, data: Any) -> None:
+    """Write `data` as board JSON: a unique temp file in the same folder, fsync, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(dumps(data))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def locked(path: str | Path, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
+    """Hold ``<path>.lock`` (an OS file lock: released if the holder dies)."""
+    from filelock import FileLock, Timeout
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path) + ".lock", timeout=timeout)
+    try:
+        with lock:
+            yield
+    except Timeout:
+        raise ScoreboardError(f"{path}: could not take {path}.lock within {timeout:.0f} s") from None
+
+
+@contextmanager
+def edit_board(path: str | Path) -> Iterator[dict[str, Any]]:
+    """Read-modify-write the board under its lock; written only if the block exits cleanly."""
+    with locked(path):
+        board = load_board(path)
+        yield board
+        write_atomic(path, board)
+
+
+def iter_entries(board: Mapping[str, Any]) -> Iterator[tuple[str, str, str, dict[str, Any]]]:
+    """(task, member, backend label, entry) in sorted order."""
+    for task in sorted(board.get("tasks", {})):
+        for member in sorted(board["tasks"][task]):
+            for label in sorted(board["tasks"][task][member]):
+                yield task, member, label, board["tasks"][task][member][label]
+
+
+# --------------------------------------------------------------------------- run folders
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One member × backend with a score.json somewhere under a run (or sweep) folder."""
+
+    task: str
+    member: str
+    backend: str
+    home: Path  # <...>/<task>/<member>/<backend>/
+    run_dir: Path  # the nearest folder above `home` holding run.json (or the scanned root)
+    run_id: str  # the sweep folder's name for a sweep, else the run folder's name
+
+    def extraction(self) -> dict[str, Any]:
+        return _read(self.home / "extraction.json")
+
+    def score(self) -> dict[str, Any]:
+        return _read(self.home / "score.json")
+
+    def run_json(self) -> dict[str, Any]:
+        p = self.run_dir / "run.json"
+        return _read(p) if p.is_file() else {}
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ScoreboardError(f"{path}: file not found") from None
+    except json.JSONDecodeError as e:
+        raise ScoreboardError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
+
+
+def scan(root: str | Path) -> list[Scored]:
+    """Every scored member × backend under `root`: a run folder, a sweep folder, or a member's home.
+
+    Found by ``**/score.json``; the member key comes from the file (``task/member``) and the backend
+    label from its folder. Sorted by (task, member, backend, path).
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise ScoreboardError(f"{root}: run folder not found")
+    sweep_root = next((p for p in (root, *root.parents) if (p / "sweep.json").is_file()), None)
+    found = []
+    for path in root.rglob("score.json"):
+        home = path.parent
+        try:
+            key = _read(path).get("member") or f"{home.parent.parent.name}/{home.parent.name}"
+        except ScoreboardError:
+            continue  # a half-written or foreign file is not a scored member
+        task, _, member = str(key).partition("/")
+        run_dir = next((p for p in home.parents if (p / "run.json").is_file()), root)
+        sroot = next((p for p in home.parents if (p / "sweep.json").is_file()), sweep_root)
+        run_id = (sroot or run_dir).name
+        found.append(Scored(task, member, home.name, home, run_dir, run_id))
+    return sorted(found, key=lambda s: (s.task, s.member, s.backend, str(s.home)))
+
+
+# --------------------------------------------------------------------------- entries
+
+
+def redact_spec(spec: str) -> str:
+    """A backend spec with secret-looking option values replaced by ``***``."""
+    from .backends import parse_spec
+
+    try:
+        kind, options = parse_spec(spec)
+    except EvalkitError:
+        return spec
+    if kind == "python" or not options:
+        return spec
+    parts = [f"{k}={'***' if k.lower() in SECRET_KEYS else v}" for k, v in options.items()]
+    return f"{kind}:{','.join(parts)}"
+
+
+RUN_KEYS = ("input_tokens", "output_tokens", "usd", "latency_s", "calls", "replayed", "parse", "truncated", "error")
+
+
+def run_block(scored: Scored, extraction: dict[str, Any] | None = None,
+              run_json: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The provenance of one scored result: who ran it, when, with what, at what cost."""
+    ext = extraction if extraction is not None else scored.extraction()
+    rj = run_json if run_json is not None else scored.run_json()
+    run = ext.get("run") or {}
+    backend = ext.get("backend") or {}
+    block = {
+        "run_id": scored.run_id,
+        "date": rj.get("started"),
+        "model": backend.get("model") or run.get("model"),
+        "evalkit_version": ext.get("evalkit_version") or rj.get("evalkit_version"),
+        "backend": {"label": backend.get("label", scored.backend), "spec": redact_spec(str(backend.get("spec", "")))},
+        "request_sha256": ext.get("request_sha256"),
+    }
+    block.update({k: run.get(k) for k in RUN_KEYS})
+    return block
+
+
+def truth_sha256(member: Member, sources: Path | None) -> str | None:
+    from .sources import sha256_file
+
+    try:
+        return sha256_file(member.truth_path(sources))
+    except (EvalkitError, OSError):
+        return None
+
+
+def settings_of(member: Member | None, run_json: Mapping[str, Any]) -> dict[str, Any]:
+    """Only what differs from evalkit's defaults: task sampling settings, and a ``--threshold`` override."""
+    from .models import Settings
+
+    out: dict[str, Any] = {}
+    if member is not None:
+        default = Settings().model_dump()
+        for k, v in member.task.spec.settings.model_dump().items():
+            if v != default.get(k):
+                out[k] = v
+    if run_json.get("threshold") is not None:
+        out["threshold"] = run_json["threshold"]
+    return out
+
+
+def numeric_metrics(metrics: Mapping[str, Any]) -> dict[str, float | int | bool | None]:
+    """Aggregate counts and ratios only: numbers, booleans and nulls (anything else is dropped)."""
+    return {k: v for k, v in metrics.items() if v is None or isinstance(v, (int, float, bool))}
+
+
+def _member(corpus: Path, task: str, member: str, cache: dict) -> Member | None:
+    if task not in cache:
+        try:
+            cache[task] = load_task(corpus / task)
+        except EvalkitError:
+            cache[task] = None
+    t = cache[task]
+    if t is None:
+        return None
+    try:
+        return t.member(member)
+    except EvalkitError:
+        return None
+
+
+def entry_for(scored: Scored, board_dir: Path, corpus: Path, sources: Path | None,
+              cache: dict | None = None) -> dict[str, Any]:
+    """The scoreboard entry of one scored member × backend."""
+    cache = {} if cache is None else cache
+    score = scored.score()
+    ext = scored.extraction()
+    rj = scored.run_json()
+    member = _member(corpus, scored.task, scored.member, cache)
+    return {
+        "run": run_block(scored, ext, rj),
+        "run_folder": Path(os.path.relpath(scored.home.resolve(), board_dir.resolve())).as_posix(),
+        "truth_sha256": truth_sha256(member, sources) if member is not None else None,
+        "settings": settings_of(member, rj),
+        "metrics": score.get("metrics") or {},
+        "passed": score.get("passed"),
+    }
+
+
+def _justifications_for(task: str, label: str, justifications: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Keys are ``METRIC`` (every task), ``TASK/METRIC`` or ``TASK/BACKEND/METRIC``; values a reason
+    or a dict holding ``reason`` (and whatever else should be recorded beside it)."""
+    out: dict[str, Any] = {}
+    for key, value in (justifications or {}).items():
+        parts = key.split("/")
+        metric = parts[-1]
+        if len(parts) >= 2 and parts[0] != task:
+            continue
+        if len(parts) >= 3 and parts[1] != label:
+            continue
+        out[metric] = value if isinstance(value, dict) else {"reason": str(value)}
+    return out
+
+
+def _selected(result: Any) -> tuple[Path, set[tuple[str, str, str]] | None]:
+    """(folder to scan, the scored (task, member, backend) keys to take — None: every one found)."""
+    if isinstance(result, (str, Path)):
+        return Path(result), None
+    keys = {(o.task, o.member, o.backend) for o in result.outcomes if o.status == "scored"}
+    return Path(result.run_dir), keys
+
+
+def update_scoreboard(run_result: Any, board_path: str | Path, justifications: Mapping[str, Any] | None = None,
+                      *, corpus: str | Path | None = None, sources: str | Path | None = None) -> list[tuple[str, str, str]]:
+    """Write the scored members of a run into the scoreboard; return the (task, member, backend) keys written.
+
+    `run_result` is a `runner.RunResult` / `sweep.SweepResult` (its scored outcomes are taken) or a
+    run/sweep folder path (every score.json under it). `corpus` (default: the board's folder) and
+    `sources` (default: $EVALKIT_SOURCES) locate the truth whose sha256 is recorded.
+    `justifications` maps ``METRIC``, ``TASK/METRIC`` or ``TASK/BACKEND/METRIC`` to a reason (or a dict
+    holding ``reason``); they are recorded in the written entries they match. Entries of other
+    members and backends are left as they are.
+    """
+    from .corpus import sources_dir
+
+    board_path = Path(board_path)
+    root, keys = _selected(run_result)
+    corpus = Path(corpus) if corpus is not None else board_path.parent
+    src = sources_dir(sources)
+    found = [s for s in scan(root) if keys is None or (s.task, s.member, s.backend) in keys]
+    if keys is not None:
+        missing = keys - {(s.task, s.member, s.backend) for s in found}
+        if missing:
+            names = ", ".join(f"{t}/{m} [{b}]" for t, m, b in sorted(missing))
+            raise ScoreboardError(f"{root}: no score.json for {names}")
+    cache: dict = {}
+    # Build the entries before taking the lock: the lock is held only for the read-modify-write.
+    entries = [(s, entry_for(s, board_path.parent, corpus, src, cache)) for s in found]
+    for s, entry in entries:
+        just = _justifications_for(s.task, s.backend, justifications)
+        if just:
+            entry["justifications"] = just
+    with edit_board(board_path) as board:
+        for s, entry in entries:
+            board["tasks"].setdefault(s.task, {}).setdefault(s.member, {})[s.backend] = entry
+    return [(s.task, s.member, s.backend) for s, _ in entries]
+
+
+def entries_by_task(board: Mapping[str, Any], tasks: Iterable[str] | None = None) -> dict[str, dict[str, dict[str, Any]]]:
+    """{task: {label: {member: entry}}} — the shape `evalkit check` compares."""
+    want = set(tasks) if tasks else None
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for task, member, label, entry in iter_entries(board):
+        if want is None or task in want:
+            out.setdefault(task, {}).setdefault(label, {})[member] = entry
+    return out

@@ -1,0 +1,120 @@
+"""`evalkit rescore`: a scorer change re-scores standing entries offline, run blocks untouched."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+import evalkit.backends
+import evalkit.pipeline
+from corpus_factory import make_corpus
+from evalkit.board_cli import COMMANDS
+from evalkit.rescore import rescore
+from evalkit.scoreboard import load_board
+
+
+def cli(*args):
+    from evalkit.cli import _Group, main
+
+    group = main if all(c.name in main.commands for c in COMMANDS) else \
+        _Group(name="evalkit", commands={c.name: c for c in COMMANDS})
+    res = CliRunner().invoke(group, [str(a) for a in args])
+    if res.exception is not None and not isinstance(res.exception, SystemExit):
+        raise res.exception
+    return res
+
+
+def run_blocks(text: str) -> list[str]:
+    """The exact text of every entry's `"run": {…}` block in a board file."""
+    lines, out = text.splitlines(keepends=True), []
+    for i, line in enumerate(lines):
+        if line.strip() == '"run": {':
+            indent = line[: len(line) - len(line.lstrip())]
+            j = next(k for k in range(i + 1, len(lines)) if lines[k].startswith(indent + "}"))
+            out.append("".join(lines[i: j + 1]))
+    return out
+
+
+@pytest.fixture
+def scored(tmp_path):
+    corpus = make_corpus(tmp_path, members=2)  # rate tolerance 0.001
+    preds = tmp_path / "preds"
+    preds.mkdir()
+    (preds / "m0.json").write_text(json.dumps({"account_id": "ACC-000", "rate": 0.505}))  # truth 0.5: off by 0.005
+    (preds / "m1.json").write_text(json.dumps({"account_id": "ACC-001", "rate": 0.6}))
+    res = cli("sweep", "--corpus", corpus, "--no-notebooks", "--workers", 2, "--out", tmp_path / "runs" / "s",
+              "--backend", f"gemma=predictions:dir={preds}", "--update-scoreboard")
+    assert res.exit_code == 0, res.output
+    return tmp_path, corpus, preds
+
+
+def no_backends(monkeypatch):
+    calls = []
+
+    def boom(*a, **k):
+        calls.append(a)
+        raise AssertionError("rescore constructed a backend")
+
+    monkeypatch.setattr(evalkit.backends, "make_backend", boom)
+    monkeypatch.setattr(evalkit.pipeline, "make_backend", boom)
+    for kind in list(evalkit.backends.FACTORIES):
+        monkeypatch.setitem(evalkit.backends.FACTORIES, kind, boom)
+    return calls
+
+
+def test_scorer_change_rewrites_metrics_with_zero_calls_and_identical_run_blocks(scored, monkeypatch):
+    tmp_path, corpus, preds = scored
+    board_file = corpus / "scoreboard.json"
+    before_text = board_file.read_text()
+    before = load_board(board_file)
+    assert before["tasks"]["memos"]["m0"]["gemma"]["metrics"]["score"] == 0.5  # the rate missed its 0.001 tolerance
+
+    # The scorer's semantics change: a looser tolerance. The recorded outputs are gone too.
+    task_yaml = corpus / "memos" / "task.yaml"
+    task_yaml.write_text(task_yaml.read_text().replace("tolerance: 0.001", "tolerance: 0.01"))
+    shutil.rmtree(preds)
+    calls = no_backends(monkeypatch)
+
+    res = cli("rescore", "--corpus", corpus)
+    assert res.exit_code == 0, res.output
+    assert "memos/m0 [gemma] … re-scored: " in res.output and "score 0.5 → 1.0" in res.output
+    assert "memos/m1 [gemma] … re-scored: unchanged" in res.output and "(0 backend calls)" in res.output
+    assert calls == []
+    after_text = board_file.read_text()
+    after = load_board(board_file)
+    assert after["tasks"]["memos"]["m0"]["gemma"]["metrics"]["score"] == 1.0
+    assert after["tasks"]["memos"]["m0"]["gemma"]["passed"] is True
+    assert after["tasks"]["memos"]["m0"]["gemma"]["rescored"]["evalkit_version"]
+    blocks = run_blocks(before_text)
+    assert len(blocks) == 2 and blocks == run_blocks(after_text)  # byte-identical run blocks
+    for m in ("m0", "m1"):
+        assert after["tasks"]["memos"][m]["gemma"]["run"] == before["tasks"]["memos"][m]["gemma"]["run"]
+
+
+def test_truth_change_is_picked_up_and_hash_updated(scored, monkeypatch):
+    tmp_path, corpus, _ = scored
+    no_backends(monkeypatch)
+    truth = corpus / "memos" / "m1" / "truth.yaml"
+    old_hash = load_board(corpus / "scoreboard.json")["tasks"]["memos"]["m1"]["gemma"]["truth_sha256"]
+    truth.write_text(truth.read_text().replace("0.6", "0.65"))
+    result = rescore(corpus / "scoreboard.json", only=["m1"])
+    (entry,) = result.entries
+    assert entry.status == "rescored" and entry.before["score"] == 1.0 and entry.after["score"] == 0.5
+    new = load_board(corpus / "scoreboard.json")["tasks"]["memos"]["m1"]["gemma"]
+    assert new["truth_sha256"] != old_hash
+
+
+def test_missing_run_folder_and_changed_source_are_reported(scored, monkeypatch):
+    tmp_path, corpus, _ = scored
+    no_backends(monkeypatch)
+    doc = corpus / "memos" / "m0" / "doc.md"
+    doc.write_text(doc.read_text() + "tampered\n")
+    shutil.rmtree(tmp_path / "runs" / "s" / "members" / "memos" / "m1")
+    res = cli("rescore", "--corpus", corpus)
+    assert res.exit_code == 4, res.output  # the changed source wins: refused, entry kept
+    assert "m0 [gemma] … REFUSED" in res.output and "m1 [gemma] … FAILED" in res.output
+    res = cli("rescore", "--corpus", corpus, "--only", "m1")
+    assert res.exit_code == 3 and "file not found" in res.output

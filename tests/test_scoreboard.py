@@ -1,0 +1,127 @@
+"""The scoreboard file and the run history: format, secrets, and concurrent writers."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+
+import pytest
+
+from corpus_factory import make_corpus
+from evalkit.history import append_history, history_frame, read_history, trend_frame
+from evalkit.runner import RunOptions, RunResult
+from evalkit.scoreboard import (ScoreboardError, dumps, load_board, redact_spec, scan, update_scoreboard,
+                                write_atomic)
+from evalkit.sweep import run_direct
+
+WRITERS = 20
+
+
+@pytest.fixture(scope="module")
+def run20(tmp_path_factory):
+    """One notebook-free run of a 20-member corpus with the fake backend."""
+    root = tmp_path_factory.mktemp("sb")
+    corpus = make_corpus(root, members=WRITERS)
+    result = run_direct(RunOptions(corpus=corpus, backends=[("fake", "fake")], out=root / "runs" / "r1"))
+    assert [o.status for o in result.outcomes] == ["scored"] * WRITERS
+    return root, corpus, result
+
+
+def test_entry_shape_and_stable_pretty_json(run20, tmp_path):
+    root, corpus, result = run20
+    board = tmp_path / "scoreboard.json"
+    written = update_scoreboard(result, board, corpus=corpus)
+    assert len(written) == WRITERS
+    text = board.read_text()
+    assert text == dumps(json.loads(text)) and text.endswith("}\n")  # sorted keys, indent 2, trailing newline
+    data = load_board(board)
+    assert data["schema_version"] == 1
+    entry = data["tasks"]["memos"]["m0"]["fake"]
+    assert set(entry) == {"run", "run_folder", "truth_sha256", "settings", "metrics", "passed"}
+    run = entry["run"]
+    for key in ("date", "model", "evalkit_version", "input_tokens", "output_tokens", "usd", "backend", "request_sha256"):
+        assert key in run, key
+    assert run["backend"] == {"label": "fake", "spec": "fake"} and run["model"] == "fake" and run["run_id"] == "r1"
+    assert entry["metrics"]["score"] == 1.0 and entry["passed"] is True and entry["settings"] == {}
+    assert (board.parent / entry["run_folder"] / "score.json").is_file()
+    import hashlib
+    assert entry["truth_sha256"] == hashlib.sha256((corpus / "memos" / "m0" / "truth.yaml").read_bytes()).hexdigest()
+    # Writing the same run again changes nothing.
+    update_scoreboard(result, board, corpus=corpus)
+    assert board.read_text() == text
+
+
+def test_settings_keep_only_non_default_overrides(tmp_path):
+    corpus = make_corpus(tmp_path, members=1)
+    task_yaml = corpus / "memos" / "task.yaml"
+    task_yaml.write_text(task_yaml.read_text() + "settings: {max_tokens: 2048, temperature: 0.0}\n")
+    result = run_direct(RunOptions(corpus=corpus, backends=[("fake", "fake")], out=tmp_path / "run", threshold=0.5))
+    update_scoreboard(result, corpus / "scoreboard.json")
+    entry = load_board(corpus / "scoreboard.json")["tasks"]["memos"]["m0"]["fake"]
+    assert entry["settings"] == {"max_tokens": 2048, "threshold": 0.5}
+
+
+def test_secrets_never_reach_the_board():
+    assert redact_spec("openai:url=http://x,model=m,api_key=sk-123") == "openai:url=http://x,model=m,api_key=***"
+    assert redact_spec("anthropic:model=c,token=abc") == "anthropic:model=c,token=***"
+    assert redact_spec("fake") == "fake"
+
+
+def test_corrupt_board_is_a_named_error(tmp_path):
+    p = tmp_path / "scoreboard.json"
+    p.write_text("{not json")
+    with pytest.raises(ScoreboardError, match="not valid JSON"):
+        load_board(p)
+    write_atomic(p, {"schema_version": 99, "tasks": {}})
+    with pytest.raises(ScoreboardError, match="schema_version"):
+        load_board(p)
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def _writer(args) -> None:
+    run_dir, outcome, board, corpus, index = args
+    result = RunResult(run_dir=Path(run_dir), outcomes=[outcome])
+    update_scoreboard(result, board, corpus=corpus)
+    append_history(result, index)
+
+
+def test_twenty_concurrent_writers_lose_no_entry(run20, tmp_path):
+    root, corpus, result = run20
+    board, index = tmp_path / "scoreboard.json", tmp_path / "index.jsonl"
+    jobs = [(str(result.run_dir), o, str(board), str(corpus), str(index)) for o in result.outcomes]
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_writer, args=(job,)) for job in jobs]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0] * WRITERS
+    data = load_board(board)
+    assert sorted(data["tasks"]["memos"]) == sorted(f"m{i}" for i in range(WRITERS))
+    assert all(set(v) == {"fake"} for v in data["tasks"]["memos"].values())
+    lines = read_history(index)
+    assert len(lines) == WRITERS and len({line["member"] for line in lines}) == WRITERS
+    assert not list(tmp_path.glob(".scoreboard.json.*"))  # no temp file left behind
+
+
+def test_history_lines_are_idempotent_and_chartable(run20, tmp_path):
+    root, corpus, result = run20
+    index = tmp_path / "index.jsonl"
+    assert append_history(result, index) == WRITERS
+    assert append_history(result, index) == 0  # the same run is not appended twice
+    line = read_history(index)[0]
+    assert {"run_id", "time", "task", "member", "backend", "metrics", "cost", "score", "passed"} <= set(line)
+    assert line["run_id"] == "r1" and line["cost"] == {"calls": 1, "input_tokens": 0, "output_tokens": 0, "usd": 0.0}
+    frame = history_frame(index)
+    assert set(frame.metric) >= {"score", "field_accuracy"}
+    trend = trend_frame(index, "memos", "score")
+    assert list(trend.value) == [1.0] and list(trend.members) == [WRITERS]
+
+
+def test_default_index_lives_beside_the_runs(run20):
+    root, corpus, result = run20
+    assert scan(result.run_dir)[0].run_id == "r1"
+    from evalkit.history import index_path
+
+    assert index_path(result.run_dir) == root / "runs" / "index.jsonl"
