@@ -96,6 +96,18 @@ def extraction_record(member: Member, backend: Backend, request: Request, comple
     }
 
 
+def run_sync(coro):
+    """asyncio.run, also from inside a running loop (a Jupyter kernel has one)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 def locate(task_id: str, member_id: str, corpus: str | Path | None) -> Member:
     task = load_task(Path(corpus or DEFAULT_CORPUS) / task_id)
     return task.member(member_id)
@@ -127,7 +139,7 @@ def extract_member(task: str, member: str, backend: str = "fake", corpus: str | 
         finally:
             await b.aclose()
 
-    data = extraction_record(m, b, request, asyncio.run(once()))
+    data = extraction_record(m, b, request, run_sync(once()))
     write_json(path, data)
     return data
 

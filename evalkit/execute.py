@@ -1,0 +1,341 @@
+"""Execute notebooks with papermill in a process pool; normalize what they leave.
+
+Each job runs papermill's Python API in a worker process (a kernel per
+notebook, cwd = the output notebook's folder, so relative paths in the
+parameters resolve against it). One failing notebook never stops the others:
+every job gets a `NotebookResult` (ok, or the failing cell's ``ename: evalue``).
+
+After a run the notebook is normalized (see `normalize`) so the same inputs
+give byte-identical files: no times, no absolute paths, no random cell ids.
+``execution_count`` is kept (nbval skips cells without one).
+
+Jupyter and IPython state (kernel connection files, profile, config) is kept
+inside a project-local ``.jupyter/`` folder, never in the user's home.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any, Callable
+
+__all__ = [
+    "NotebookJob", "NotebookResult", "execute", "normalize", "normalize_file", "jupyter_env",
+    "plan_member", "plan_report", "NOTEBOOKS_DIR", "KERNEL_NAME",
+]
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS_DIR = PROJECT_ROOT / "notebooks"
+JUPYTER_DIR = PROJECT_ROOT / ".jupyter"
+KERNEL_NAME = "python3"
+INJECTED_ID = "injected-parameters"
+# The kernel keeps no input history (no sqlite file shared by concurrent kernels) and logs
+# only what is fatal to its own stderr (which is the runner's terminal).
+KERNEL_ARGS = ["--HistoryManager.enabled=False", "--IPKernelApp.log_level=CRITICAL"]
+
+
+@dataclass(frozen=True)
+class NotebookJob:
+    """Run `notebook` (a template) with `parameters`, writing the executed copy to `output`.
+
+    The kernel's working directory is `cwd` (default ``output.parent``): paths
+    in `parameters` must be relative to it. `after` lists the `output`s of jobs
+    that must finish (successfully or not) before this one starts.
+    """
+
+    notebook: Path
+    output: Path
+    parameters: dict[str, Any] = field(default_factory=dict)
+    cwd: Path | None = None
+    after: tuple[Path, ...] = ()
+
+    @property
+    def workdir(self) -> Path:
+        return Path(self.cwd) if self.cwd is not None else Path(self.output).parent
+
+
+@dataclass(frozen=True)
+class NotebookResult:
+    job: NotebookJob
+    ok: bool
+    error: str | None = None  # "ename: evalue (cell In [n])", or the worker's exception
+    ename: str | None = None
+    evalue: str | None = None
+    seconds: float = 0.0  # wall time of this notebook, kernel start to normalized file
+
+
+def jupyter_env(jupyter_dir: str | Path | None = None) -> dict[str, str]:
+    """The environment variables that keep Jupyter/IPython state under `jupyter_dir`."""
+    base = Path(jupyter_dir or JUPYTER_DIR).resolve()
+    return {
+        "JUPYTER_DATA_DIR": str(base / "data"),
+        "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
+        "JUPYTER_CONFIG_DIR": str(base / "config"),
+        "IPYTHONDIR": str(base / "ipython"),
+        "JUPYTER_PLATFORM_DIRS": "1",
+        "PYDEVD_DISABLE_FILE_VALIDATION": "1",  # silences the frozen-modules debugger warning
+    }
+
+
+# --------------------------------------------------------------------------- normalization
+
+_TIMES = ("start_time", "end_time", "duration")
+
+
+def normalize(nb: Any) -> Any:
+    """Remove what changes between two runs of the same inputs (in place; returns `nb`).
+
+    * notebook ``metadata.papermill``: start/end time and duration dropped;
+      input/output paths reduced to file names;
+    * cell ``metadata.papermill``: times dropped (status/exception kept);
+      cell ``metadata.execution`` (nbclient timing) dropped;
+    * the injected-parameters cell gets the fixed id ``injected-parameters``;
+      papermill's error-banner cells get ``papermill-error-<n>``;
+    * ``metadata.kernelspec`` fixed to python3; ``language_info.version``
+      reduced to major.minor.
+    """
+    pm = nb.metadata.get("papermill")
+    if pm is not None:
+        for k in _TIMES:
+            pm.pop(k, None)
+        for k in ("input_path", "output_path"):
+            if pm.get(k):
+                pm[k] = Path(str(pm[k])).name
+    nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": KERNEL_NAME}
+    li = nb.metadata.get("language_info")
+    if li and li.get("version"):
+        li["version"] = ".".join(str(li["version"]).split(".")[:2])
+    errors = 0
+    for cell in nb.cells:
+        md = cell.get("metadata", {})
+        md.pop("execution", None)
+        cpm = md.get("papermill")
+        if cpm is not None:
+            for k in _TIMES:
+                cpm.pop(k, None)
+        tags = md.get("tags") or []
+        if "injected-parameters" in tags:
+            cell["id"] = INJECTED_ID
+        elif "papermill-error-cell-tag" in tags:
+            errors += 1
+            cell["id"] = f"papermill-error-{errors}"
+    return nb
+
+
+def normalize_file(path: str | Path) -> None:
+    """Normalize an executed notebook file in place (atomic rewrite)."""
+    import nbformat
+
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    normalize(nb)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(nbformat.writes(nb) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------- worker
+
+def _init_worker(env: dict[str, str]) -> None:
+    os.environ.update(env)
+    for key in ("JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTER_CONFIG_DIR", "IPYTHONDIR"):
+        Path(env[key]).mkdir(parents=True, exist_ok=True)
+    import papermill  # noqa: F401  (warm: the import is paid once per worker)
+
+
+def _kernel_files() -> dict[str, str]:
+    """Connection file and IPC sockets at a unique path under JUPYTER_RUNTIME_DIR.
+
+    IPC: no TCP port races between concurrent kernels. The explicit paths keep
+    the files out of /tmp (jupyter_client's default for the connection file)
+    and out of the notebook's folder (its default IPC path is relative to the
+    cwd, which two notebooks of one member may share). TCP when the path would
+    be too long for a Unix socket.
+    """
+    import uuid
+
+    runtime = os.environ.get("JUPYTER_RUNTIME_DIR", str(JUPYTER_DIR / "runtime"))
+    stem = os.path.join(runtime, f"k-{uuid.uuid4().hex[:12]}")
+    files = {"connection_file": stem + ".json"}
+    if len(stem.encode()) <= 96:
+        files |= {"transport": "ipc", "ip": stem}
+    return files
+
+
+def _remove_kernel_files(files: dict[str, str]) -> None:
+    import glob
+
+    sockets = glob.glob(glob.escape(files["ip"]) + "-*") if "ip" in files else []
+    for path in [files["connection_file"], *sockets]:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def _run_one(notebook: str, output: str, parameters: dict[str, Any], cwd: str, timeout: float | None) -> tuple:
+    """Execute one notebook; return (ok, ename, evalue, exec_count, seconds)."""
+    import papermill as pm
+    from papermill.exceptions import PapermillExecutionError
+    from traitlets.config import Config
+
+    t0 = time.perf_counter()
+    out = Path(output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    result: tuple = (True, None, None, None)
+    kernel_files = _kernel_files()
+    try:
+        pm.execute_notebook(
+            notebook, str(out), parameters=parameters, kernel_name=KERNEL_NAME, cwd=cwd,
+            progress_bar=False, log_output=False, request_save_on_cell_execute=False,
+            execution_timeout=timeout, record_timing=False, extra_arguments=KERNEL_ARGS,
+            config=Config({"KernelManager": kernel_files}),
+            # Outputs are all in by then: kill the kernel rather than wait for a graceful exit.
+            shutdown_kernel="immediate",
+        )
+    except PapermillExecutionError as e:
+        result = (False, e.ename, e.evalue, e.exec_count)
+    except Exception as e:  # kernel died, template missing, timeout...
+        result = (False, type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "", None)
+    finally:
+        _remove_kernel_files(kernel_files)
+    if out.is_file():
+        try:
+            normalize_file(out)
+        except Exception as e:  # a half-written notebook: report it, keep the file
+            if result[0]:
+                result = (False, type(e).__name__, f"normalizing {out.name}: {e}", None)
+    return (*result, time.perf_counter() - t0)
+
+
+# --------------------------------------------------------------------------- pool
+
+def _result(job: NotebookJob, raw: tuple) -> NotebookResult:
+    ok, ename, evalue, exec_count, seconds = raw
+    if ok:
+        return NotebookResult(job, True, seconds=seconds)
+    where = f" (cell In [{exec_count}])" if exec_count is not None else ""
+    return NotebookResult(job, False, f"{ename}: {evalue}{where}", ename, evalue, seconds)
+
+
+def execute(jobs: list[NotebookJob], workers: int | None = None,
+            on_done: Callable[[NotebookJob, NotebookResult], None] | None = None,
+            timeout: float | None = None, jupyter_dir: str | Path | None = None) -> list[NotebookResult]:
+    """Run every job; the i-th result belongs to the i-th job.
+
+    `workers` defaults to the CPU count; `on_done(job, result)` is called in this
+    process as each notebook finishes (for a progress display); `timeout` is
+    per cell in seconds (None: no limit). Jobs start when the jobs named in
+    their `after` have finished; a failed job does not stop the others.
+    """
+    if not jobs:
+        return []
+    workers = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
+    env = jupyter_env(jupyter_dir)
+    by_output = {Path(j.output).resolve(): i for i, j in enumerate(jobs)}
+    deps = [{by_output[p] for p in (Path(a).resolve() for a in j.after) if p in by_output} - {i}
+            for i, j in enumerate(jobs)]
+    results: list[NotebookResult | None] = [None] * len(jobs)
+    pending = set(range(len(jobs)))
+    running: dict[Future, int] = {}
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
+                             initializer=_init_worker, initargs=(env,)) as pool:
+        while pending or running:
+            done_ids = {i for i, r in enumerate(results) if r is not None}
+            ready = sorted(i for i in pending if deps[i] <= done_ids)
+            if not ready and not running:  # a dependency cycle: run the rest in order
+                ready = sorted(pending)
+            for i in ready:
+                j = jobs[i]
+                pending.discard(i)
+                try:
+                    fut = pool.submit(_run_one, str(Path(j.notebook).resolve()), str(Path(j.output).resolve()),
+                                      dict(j.parameters), str(j.workdir.resolve()), timeout)
+                except BrokenProcessPool as e:  # a worker died (or could not start): fail what is left
+                    results[i] = NotebookResult(j, False, f"BrokenProcessPool: {e}", "BrokenProcessPool", str(e))
+                    if on_done:
+                        on_done(j, results[i])
+                    continue
+                running[fut] = i
+            if not running:
+                continue
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in sorted(finished, key=lambda f: running[f]):
+                i = running.pop(fut)
+                try:
+                    res = _result(jobs[i], fut.result())
+                except Exception as e:  # the worker process itself died
+                    res = NotebookResult(jobs[i], False, f"{type(e).__name__}: {e}", type(e).__name__, str(e))
+                results[i] = res
+                if on_done:
+                    on_done(jobs[i], res)
+    return results  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------- planning a run
+
+def _rel(path: str | Path | None, start: Path) -> str | None:
+    if path is None:
+        return None
+    return os.path.relpath(Path(path).resolve(), start.resolve())
+
+
+def plan_member(run_dir: str | Path, task: str, member: str, backend: str, corpus: str | Path,
+                sources: str | Path | None = None, threshold: float | None = None,
+                notebooks: str | Path = NOTEBOOKS_DIR) -> list[NotebookJob]:
+    """extract.ipynb then score.ipynb for one member and backend (``NAME=SPEC`` or a bare spec).
+
+    Writes into ``<run>/<task>/<member>/<label>/``; corpus and sources are
+    passed relative to that folder.
+    """
+    from .backends import parse_backend_arg
+
+    label, _ = parse_backend_arg(backend)
+    folder = Path(run_dir) / task / member / label
+    folder.mkdir(parents=True, exist_ok=True)
+    params = {"task": task, "member": member, "backend": backend, "corpus": _rel(corpus, folder),
+              "sources": _rel(sources, folder), "out": "."}
+    extract = NotebookJob(Path(notebooks) / "extract.ipynb", folder / "extract.ipynb", params)
+    score = NotebookJob(Path(notebooks) / "score.ipynb", folder / "score.ipynb", params | {"threshold": threshold},
+                        after=(extract.output,))
+    return [extract, score]
+
+
+def plan_report(run_dir: str | Path, task: str, after: list[NotebookJob] = (),
+                notebooks: str | Path = NOTEBOOKS_DIR) -> NotebookJob:
+    """report.ipynb for a task, to run after `after` (its members' jobs)."""
+    folder = Path(run_dir) / task
+    folder.mkdir(parents=True, exist_ok=True)
+    return NotebookJob(Path(notebooks) / "report.ipynb", folder / "report.ipynb",
+                       {"run_dir": "..", "task": task}, after=tuple(j.output for j in after))
+
+
+def _main(argv: list[str]) -> int:  # pragma: no cover - a manual entry point for timing
+    import argparse
+
+    ap = argparse.ArgumentParser(description="execute evalkit notebooks for a task (no extraction pool)")
+    ap.add_argument("run_dir")
+    ap.add_argument("task")
+    ap.add_argument("members", nargs="+")
+    ap.add_argument("--backend", default="fake")
+    ap.add_argument("--corpus", default=str(PROJECT_ROOT / "corpus"))
+    ap.add_argument("--sources")
+    ap.add_argument("--workers", type=int)
+    a = ap.parse_args(argv)
+    jobs = [j for m in a.members for j in plan_member(a.run_dir, a.task, m, a.backend, a.corpus, a.sources)]
+    jobs.append(plan_report(a.run_dir, a.task, jobs))
+    t0 = time.perf_counter()
+    res = execute(jobs, a.workers, on_done=lambda _, r: print(f"{'ok ' if r.ok else 'ERR'} {r.seconds:5.2f}s "
+                                                          f"{r.job.output} {r.error or ''}"))
+    print(f"{len(jobs)} notebooks in {time.perf_counter() - t0:.2f}s")
+    return 0 if all(r.ok for r in res) else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(_main(sys.argv[1:]))

@@ -1,0 +1,153 @@
+"""HTML pages: reproducible, self-contained, and hostile text stays text."""
+
+from __future__ import annotations
+
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pandas as pd
+
+from conftest import HOSTILE_FIELD, HOSTILE_IMG, HOSTILE_SCRIPT, TASK_ID
+from evalkit import views
+from evalkit.render import clean_output_html, render_index, render_notebook, render_run, safe_svg
+from evalkit.report import field_accuracy, load_scores, mean_field_accuracy
+
+
+class _Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+
+def tags(html: str) -> list[tuple[str, dict[str, str | None]]]:
+    p = _Tags()
+    p.feed(html)
+    return p.tags
+
+
+def _pages(run_dir: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(run_dir)): p.read_bytes() for p in sorted(run_dir.rglob("*.html"))}
+
+
+def test_render_run_is_byte_identical(run_copy):
+    written = render_run(run_copy)
+    assert written[-1] == run_copy / "index.html"
+    assert len(written) == 6  # 2 members × 2 notebooks, the report, the index
+    first = _pages(run_copy)
+    for p in written:
+        p.unlink()
+    render_run(run_copy)
+    assert _pages(run_copy) == first
+    # Nor do the pages depend on the run folder's name or place.
+    elsewhere = run_copy.parent / "elsewhere" / "another-name"
+    shutil.copytree(run_copy, elsewhere)
+    render_run(elsewhere)
+    assert _pages(elsewhere) == first
+
+
+def test_pages_load_nothing_from_outside_and_run_no_script(run_copy):
+    render_run(run_copy)
+    for name, data in _pages(run_copy).items():
+        html = data.decode("utf-8")
+        for tag, attrs in tags(html):
+            assert tag != "script", name
+            for key in ("src", "href"):
+                value = (attrs.get(key) or "").strip().lower()
+                assert not value.startswith(("http://", "https://", "//")), (name, tag, value)
+            assert not any(k.startswith("on") for k in attrs), (name, tag, attrs)
+        assert "url(http" not in html and "@import" not in html, name
+
+
+def test_hostile_strings_are_escaped_everywhere(run_copy):
+    render_run(run_copy)
+    member = run_copy / TASK_ID / "hostile" / "fake"
+    for page in (member / "score.html", member / "extract.html", run_copy / TASK_ID / "report.html"):
+        html = page.read_text(encoding="utf-8")
+        assert "&lt;script&gt;" in html or "&lt;/script&gt;" in html, page.name
+        assert "<script>document.title" not in html and "</script><script>" not in html, page.name
+        assert "<img src=x" not in html and '<img src="x"' not in html, page.name
+        assert not any(t == "img" for t, _ in tags(html)), page.name
+    score = (member / "score.html").read_text(encoding="utf-8")
+    # The mismatch table shows every payload as text; the chart holds its field names as SVG text.
+    assert "&lt;img src=x onerror=\"document.title='PWNED'\"&gt;" in score
+    assert "&lt;/script&gt;&lt;script&gt;document.title='PWNED'&lt;/script&gt;" in score
+    assert 'class="mark-rect' in score and "<svg" in score
+
+
+def test_index_lists_members_with_escaped_names_and_verdicts(run_copy):
+    task = run_copy / TASK_ID
+    shutil.copytree(task / "hostile", task / HOSTILE_FIELD)  # a member folder named like a tag
+    render_notebook(task / HOSTILE_FIELD / "fake" / "score.ipynb")
+    html = render_index(run_copy).read_text(encoding="utf-8")
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html
+    assert "<img" not in html
+    assert 'href="mini/%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E/fake/score.html"' in html
+    assert 'href="mini/plain/fake/score.html"' in html and 'href="mini/plain/fake/extract.html"' in html
+    assert 'href="mini/report.html"' in html
+    assert "1.000" in html and ">PASS<" in html and "0.400" in html and ">FAIL<" in html
+    assert html == render_index(run_copy).read_text(encoding="utf-8")
+
+
+def test_safe_svg_inlines_drawings_and_refuses_anything_active():
+    drawing = '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><g class="mark-rect">' \
+              '<path d="M0,0h1"/><text>&lt;/text&gt;&lt;script&gt;x&lt;/script&gt;</text></g></svg>'
+    out = safe_svg(drawing)
+    assert out.startswith("<svg") and 'class="mark-rect"' in out and "<script" not in out
+    assert "&lt;script&gt;" in out
+    for hostile in (
+        '<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>',
+        '<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"/>',
+        '<svg xmlns="http://www.w3.org/2000/svg"><foreignObject><p>x</p></foreignObject></svg>',
+        '<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink">'
+        '<use xlink:href="https://example.org/x.svg#a"/></svg>',
+        '<svg xmlns="http://www.w3.org/2000/svg"><rect fill="url(https://example.org/x)"/></svg>',
+        "<svg><unclosed>",
+    ):
+        out = safe_svg(hostile)
+        assert out.startswith('<img src="data:image/svg+xml;base64,'), hostile
+
+
+def test_clean_output_html_keeps_tables_and_escapes_script():
+    out = clean_output_html(f'<table border="0"><tr style="text-align: right;"><td>1</td></tr></table>'
+                            f'{HOSTILE_SCRIPT}{HOSTILE_IMG}')
+    assert "<table" in out and "<td>1</td>" in out
+    assert "<script" not in out and "<img" not in out and "&lt;script&gt;" in out
+
+
+def test_views_escape_tables_and_draw_static_charts(monkeypatch):
+    df = pd.DataFrame([{"field": HOSTILE_FIELD, "outcome": "mismatch", "weight": 2, "expected": {"a": [1]},
+                        "extracted": HOSTILE_SCRIPT, "reason": "x" * 500}])
+    shown = []
+    monkeypatch.setattr(views, "display", lambda data, **kw: shown.append((data, kw)))  # no kernel here
+    views.table(df)
+    views.chart(views.field_outcome_chart(df))
+    html = shown[0][0]["text/html"]
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html and "<img" not in html and "<script" not in html
+    assert '{"a": [1]}' in html.replace("&quot;", '"') and "x" * 500 not in html
+    data, meta = shown[1][0], shown[1][1]["metadata"]
+    assert set(data) == {"image/svg+xml", "image/png", "text/plain"}
+    assert 'class="mark-rect' in data["image/svg+xml"] and "<img" not in data["image/svg+xml"]
+    assert meta["image/png"]["width"] > 0
+    assert views.chart_bundle(views.field_outcome_chart(df))[0] == data  # deterministic
+    assert views.field_outcome_chart(pd.DataFrame([{"node": 1}])) is None  # no outcome column: no chart
+    graph = pd.DataFrame([{"axis": "entities", "key": ["a", "PER"], "outcome": "matched"},
+                          {"axis": "relations", "key": ["a", "r", "b"], "outcome": "spurious"}])
+    svg = views.chart_bundle(views.field_outcome_chart(graph))[0]["image/svg+xml"]
+    assert 'class="mark-rect' in svg and "relations" in svg and "spurious" in svg
+
+
+def test_load_scores_frames(executed_run):
+    _, run_dir, _ = executed_run
+    members, items = load_scores(run_dir, TASK_ID)
+    assert list(members["member"]) == ["hostile", "plain"]
+    assert list(members["verdict"]) == ["FAIL", "PASS"]
+    assert {"member", "backend", "label", "field", "outcome", "reason"} <= set(items.columns)
+    acc = field_accuracy(items)
+    assert list(acc.columns) == ["hostile", "plain"]
+    assert acc.loc["account_id", "plain"] == 1.0 and acc.loc["title", "hostile"] == 0.0
+    assert 0 < mean_field_accuracy(items) < 1
+    assert load_scores(run_dir, "no-such-task")[0].empty
