@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .backends import Backend, BackendContext, Completion, Request, make_backend, parse_backend_arg
+from .backends import Backend, BackendContext, Completion, Request, parse_backend_arg
 from .corpus import DEFAULT_CORPUS, Member, Task, load_task, sources_dir
 from .errors import CorpusError
 from .scoring import ScoreContext, ScoreResult
@@ -70,14 +70,27 @@ def request_sha(request: Request) -> str:
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()
 
 
-def backend_context(members: list[Member], sources: Path | None) -> BackendContext:
+def backend_context(members: list[Member], sources: Path | None,
+                    documents: dict[str, Document] | None = None) -> BackendContext:
     by_key = {m.key: m for m in members}
+    documents = documents or {}
 
     def expected(key: str) -> dict[str, Any]:
         m = by_key[key]
         return m.task.scorer.expected_extraction(m.load_truth(sources))
 
-    return BackendContext(expected=expected, member_ids={k: m.id for k, m in by_key.items()})
+    def document(key: str) -> str:
+        if key not in documents:
+            documents[key] = read_document(check_integrity(by_key[key], sources))
+        return documents[key].text
+
+    def task(key: str) -> dict[str, Any]:
+        spec = by_key[key].task.spec
+        return {"id": spec.id, "description": spec.description, "schema": spec.output_schema,
+                "system": spec.prompt.system, "user": spec.prompt.user}
+
+    return BackendContext(expected=expected, member_ids={k: m.id for k, m in by_key.items()},
+                          documents=document, tasks=task)
 
 
 def extraction_record(member: Member, backend: Backend, request: Request, completion: Completion) -> dict[str, Any]:
@@ -131,7 +144,9 @@ def extract_member(task: str, member: str, backend: str = "fake", corpus: str | 
         existing = read_json(path)
         if existing.get("request_sha256") == request_sha(request) and existing["backend"]["spec"] == spec:
             return existing
-    b = make_backend(label, spec, backend_context([m], src))
+    from .backends.resolve import build_backends
+
+    b = build_backends([f"{label}={spec}"], ctx=backend_context([m], src, {m.key: document}))[0]
 
     async def once() -> Completion:
         try:

@@ -1,17 +1,36 @@
 """Run many extraction calls through one bounded concurrent pool.
 
-All members' calls share one event loop and one semaphore (not one kernel
-per call); results come back keyed by job, in job order, whatever the
-completion order.
+All members' calls share one event loop and at most ``max_concurrency`` calls
+are in flight (not one kernel or process per call). Jobs start in job order;
+results come back in job order whatever the completion order.
+
+``max_usd``: before each call the pool estimates its cost (the backend's
+``estimate_usd(request)``: prompt characters/4 and max_tokens at the model's
+price; 0 for replayed calls) and does not start it if the spend so far (actual
+cost of finished calls + estimates of calls in flight) plus that estimate would
+pass the limit. From then on no further paid call starts; calls estimated at $0
+(replays) still run. Everything finished is kept; skipped jobs get a
+`Completion` with ``error`` starting ``"skipped:"`` and ``calls=0``, and are
+listed in `PoolResult.skipped`. (With concurrency > 1 the actual costs of
+finished calls arrive in timing order, so which job is the first skipped can
+vary between runs; with ``max_concurrency=1`` it cannot.)
+
+A backend raising (a `CassetteMiss`, say) aborts the run:
+no new job starts, calls in flight finish (so a recording keeps them), then
+the error is raised.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+import sys
+import time
+from dataclasses import dataclass, field
 from typing import Callable
 
 from .backends import Backend, Completion, Request
+
+SKIPPED_PREFIX = "skipped:"
 
 
 @dataclass(frozen=True)
@@ -20,20 +39,146 @@ class Job:
     request: Request
 
 
-async def _run(jobs: list[Job], max_concurrency: int, on_done: Callable[[Job, Completion], None] | None) -> list[Completion]:
-    gate = asyncio.Semaphore(max(1, max_concurrency))
+@dataclass
+class PoolResult:
+    completions: list[Completion]
+    skipped: list[int] = field(default_factory=list)  # indices of jobs not run because of max_usd
+    spent_usd: float = 0.0
+    wall_s: float = 0.0
+    stopped_by_budget: bool = False
 
-    async def one(job: Job) -> Completion:
-        async with gate:
-            completion = await job.backend.complete(job.request)
+
+Progress = Callable[[int, int, Job, Completion], None]  # (done, total, job, completion)
+
+
+def estimate_usd(job: Job) -> float:
+    estimate = getattr(job.backend, "estimate_usd", None)
+    if estimate is None:
+        return 0.0
+    try:
+        return float(estimate(job.request))
+    except Exception:  # noqa: BLE001 - an estimate must never break a run
+        return 0.0
+
+
+async def run_pool_async(jobs: list[Job], max_concurrency: int = 8,
+                         on_done: Callable[[Job, Completion], None] | None = None, *,
+                         progress: Progress | None = None, max_usd: float | None = None,
+                         close: bool = True) -> PoolResult:
+    started = time.perf_counter()
+    results: list[Completion | None] = [None] * len(jobs)
+    skipped: list[int] = []
+    state = {"next": 0, "done": 0, "spent": 0.0, "inflight": 0.0, "stopped": False}
+    fatal: list[BaseException] = []
+
+    def finish(i: int, completion: Completion) -> None:
+        results[i] = completion
+        state["done"] += 1
         if on_done:
-            on_done(job, completion)
-        return completion
+            on_done(jobs[i], completion)
+        if progress:
+            progress(state["done"], len(jobs), jobs[i], completion)
 
-    return list(await asyncio.gather(*(one(j) for j in jobs)))
+    async def worker() -> None:
+        while not fatal:
+            i = state["next"]
+            if i >= len(jobs):
+                return
+            state["next"] = i + 1
+            job = jobs[i]
+            estimate = estimate_usd(job) if max_usd is not None else 0.0
+            if max_usd is not None and estimate > 0 and (
+                    state["stopped"] or state["spent"] + state["inflight"] + estimate > max_usd + 1e-12):
+                state["stopped"] = True
+                skipped.append(i)
+                finish(i, Completion(
+                    record=None, parse="error", calls=0, model=getattr(job.backend, "model", ""),
+                    error=f"{SKIPPED_PREFIX} --max-usd {max_usd:g} reached (spent ${state['spent']:.4f} so far, "
+                          f"${state['inflight']:.4f} in flight, this call estimated at ${estimate:.4f})"))
+                continue
+            state["inflight"] += estimate
+            try:
+                completion = await job.backend.complete(job.request)
+            except Exception as e:  # noqa: BLE001 - a CassetteMiss, or a bug: stop starting jobs, re-raise below
+                fatal.append(e)
+                return
+            finally:
+                state["inflight"] -= estimate
+            state["spent"] += completion.usd if not completion.replayed else 0.0
+            finish(i, completion)
+
+    try:
+        workers = [asyncio.create_task(worker()) for _ in range(max(1, min(max_concurrency, len(jobs) or 1)))]
+        outcome = await asyncio.gather(*workers, return_exceptions=True)
+        errors = [o for o in outcome if isinstance(o, BaseException)]
+        if fatal:
+            raise fatal[0]
+        if errors:
+            raise errors[0]
+    finally:
+        if close:
+            seen: set[int] = set()
+            for job in jobs:
+                if id(job.backend) not in seen:
+                    seen.add(id(job.backend))
+                    await job.backend.aclose()
+    return PoolResult(completions=results, skipped=sorted(skipped), spent_usd=state["spent"],  # type: ignore[arg-type]
+                      wall_s=time.perf_counter() - started, stopped_by_budget=state["stopped"])
 
 
-def run_jobs(jobs: list[Job], max_concurrency: int = 8,
-             on_done: Callable[[Job, Completion], None] | None = None) -> list[Completion]:
+def run_pool(jobs: list[Job], max_concurrency: int = 8, on_done: Callable[[Job, Completion], None] | None = None, *,
+             progress: Progress | None = None, max_usd: float | None = None, close: bool = True) -> PoolResult:
+    """Complete every job (in one event loop); the i-th completion belongs to the i-th job."""
+    return asyncio.run(run_pool_async(jobs, max_concurrency, on_done, progress=progress, max_usd=max_usd, close=close))
+
+
+def run_jobs(jobs: list[Job], max_concurrency: int = 8, on_done: Callable[[Job, Completion], None] | None = None, *,
+             progress: Progress | None = None, max_usd: float | None = None, close: bool = True) -> list[Completion]:
     """Complete every job; the i-th result belongs to the i-th job."""
-    return asyncio.run(_run(jobs, max_concurrency, on_done))
+    return run_pool(jobs, max_concurrency, on_done, progress=progress, max_usd=max_usd, close=close).completions
+
+
+def tqdm_progress(total: int, desc: str = "extract") -> tuple[Progress, Callable[[], None]]:
+    """A progress callback drawing a tqdm bar on stderr, and the function that closes it."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, desc=desc, unit="call", file=sys.stderr, dynamic_ncols=True, leave=False)
+
+    def progress(done: int, _total: int, job: Job, completion: Completion) -> None:
+        bar.update(1)
+        if completion.error:
+            bar.set_postfix_str(f"last error: {job.backend.label} {job.request.member}", refresh=False)
+
+    return progress, bar.close
+
+
+def summarize_calls(completions: list[Completion]) -> dict:
+    """Per-backend figures for reports: latency p50/p90/p99 (live calls only), error rate, parse and
+    truncation counts, tokens and USD. Replayed calls report their recorded latency and cost."""
+    import statistics
+
+    n = len(completions)
+    lat = sorted(c.latency_s for c in completions if c.error is None or not c.error.startswith(SKIPPED_PREFIX))
+
+    def pct(p: float) -> float | None:
+        if not lat:
+            return None
+        if len(lat) == 1:
+            return lat[0]
+        return statistics.quantiles(lat, n=100, method="inclusive")[int(p) - 1]
+
+    counts: dict[str, int] = {}
+    for c in completions:
+        counts[c.parse] = counts.get(c.parse, 0) + 1
+    errors = sum(1 for c in completions if c.error and not c.error.startswith(SKIPPED_PREFIX))
+    return {
+        "calls": n, "errors": errors, "error_rate": errors / n if n else 0.0,
+        "skipped": sum(1 for c in completions if c.error and c.error.startswith(SKIPPED_PREFIX)),
+        "latency_p50": pct(50), "latency_p90": pct(90), "latency_p99": pct(99),
+        "parse": counts,
+        "truncated_retry_succeeded": sum(1 for c in completions if c.truncated == "retry_succeeded"),
+        "truncated_exhausted": sum(1 for c in completions if c.truncated == "exhausted"),
+        "input_tokens": sum(c.input_tokens for c in completions),
+        "output_tokens": sum(c.output_tokens for c in completions),
+        "usd": sum(c.usd for c in completions), "replayed": sum(1 for c in completions if c.replayed),
+    }

@@ -12,6 +12,21 @@ item table stacked, with ``member``, ``backend`` and ``label`` columns added
 (``label`` is the member id, or ``member [backend]`` when the run holds more
 than one backend). Nothing here assumes the flat-fields item shape except the
 helpers that say so (they need ``field`` and ``outcome`` columns).
+
+Item tables come in shapes, told apart by their columns (`item_shape`):
+``field`` → "fields" (flat fields), ``axis`` → "graph" (entities / relations /
+summary), ``family`` → "tree" (nested structure: families of metrics), anything
+else → "items". An outcome is a **problem** unless it is a success
+(``match``/``matched``) or set aside by design (``ignored``/``excluded``: the
+scorer counted it toward nothing); `problem_rows` / `set_aside_rows` split a table.
+
+Across members of a run: `member_metrics` (each member × backend's metric
+dict), `graph_corpus` (micro/macro P/R/F1 per backend, through
+`evalkit.scoring.graph.corpus_metrics`), `tree_corpus` (the mean of every
+metric per backend, through `evalkit.scoring.tree.mean_metrics`),
+`metric_matrix` (member × column frame of chosen metrics, for tables and
+heatmaps) and `run_trend` (the headline metric over the runs of the run
+history, ``<runs>/index.jsonl``, per backend).
 """
 
 from __future__ import annotations
@@ -22,10 +37,13 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["load_scores", "field_accuracy", "mean_field_accuracy", "outcome_counts", "verdict"]
+__all__ = ["load_scores", "field_accuracy", "mean_field_accuracy", "outcome_counts", "verdict", "SUCCESS",
+           "SET_ASIDE", "item_shape", "problem_rows", "set_aside_rows", "member_metrics", "metric_matrix",
+           "graph_corpus", "tree_corpus", "headline_metric", "run_trend", "TREND_MIN_RUNS"]
 
 SCORE = "score.json"
-SUCCESS = ("match", "matched")
+SUCCESS = ("match", "matched")  # outcomes that are fine
+SET_ASIDE = ("ignored", "excluded")  # outcomes a scorer sets aside by design: counted toward nothing, not problems
 EXTRACTION = "extraction.json"
 
 MEMBER_COLUMNS = ["task", "member", "backend", "label", "score", "passed", "verdict", "parse", "input_tokens",
@@ -125,3 +143,143 @@ def outcome_counts(items: pd.DataFrame, by: str = "label") -> pd.DataFrame:
     counts = items.groupby([by, "outcome"]).size().unstack("outcome", fill_value=0)
     counts.columns.name = None
     return counts
+
+
+# --------------------------------------------------------------------------- shapes and problems
+
+SHAPES = {"field": "fields", "axis": "graph", "family": "tree"}  # item column → shape (checked in this order)
+
+
+def item_shape(items: Any) -> str:
+    """"fields", "graph", "tree" or "items" (any other table), from the item table's columns."""
+    columns = set(items.columns) if isinstance(items, pd.DataFrame) else set().union(*(set(r) for r in items or []))
+    return next((shape for column, shape in SHAPES.items() if column in columns), "items")
+
+
+def problem_rows(items: pd.DataFrame) -> pd.DataFrame:
+    """Rows whose outcome is neither a success nor set aside (every row when there is no outcome column)."""
+    if "outcome" not in items.columns:
+        return items
+    return items[~items["outcome"].isin(SUCCESS + SET_ASIDE)]
+
+
+def set_aside_rows(items: pd.DataFrame) -> pd.DataFrame:
+    """Rows the scorer set aside by design (``ignored``, ``excluded``)."""
+    if "outcome" not in items.columns:
+        return items.iloc[0:0]
+    return items[items["outcome"].isin(SET_ASIDE)]
+
+
+# --------------------------------------------------------------------------- metrics across members
+
+def _value(v: Any) -> Any:
+    try:
+        return None if v is None or bool(pd.isna(v)) else v
+    except (TypeError, ValueError):
+        return v
+
+
+def member_metrics(members: pd.DataFrame) -> list[dict[str, Any]]:
+    """One dict per scored member × backend: member, backend, label, score, verdict and ``metrics``
+    (its metric dict back from the ``metric.*`` columns; NaN → None, absent metrics left out)."""
+    cols = [c for c in members.columns if str(c).startswith("metric.")]
+    out = []
+    for _, row in members.iterrows():
+        if row.get("verdict") == "no score":
+            continue
+        metrics = {c[len("metric."):]: _value(row[c]) for c in cols}
+        out.append({"member": row["member"], "backend": row["backend"], "label": row["label"],
+                    "score": _value(row.get("score")), "verdict": row.get("verdict"), "metrics": metrics})
+    return out
+
+
+def metric_matrix(members: pd.DataFrame, names: dict[str, str], by: str = "label") -> pd.DataFrame:
+    """Member × column frame: column ``title`` holds metric ``name`` for each ``{title: name}`` in `names`
+    (rows: `by`, in the members' order; null where a member has no value)."""
+    rows = member_metrics(members)
+    data = {title: [r["metrics"].get(name) for r in rows] for title, name in names.items()}
+    return pd.DataFrame(data, index=pd.Index([r[by] for r in rows], name=by), dtype=object)
+
+
+def graph_corpus(members: pd.DataFrame) -> pd.DataFrame:
+    """Corpus figures of a graph task per backend (`evalkit.scoring.graph.corpus_metrics`): micro
+    precision / recall / F1 from the summed tp/fp/fn, macro F1, mean summary F1; judged ones null."""
+    from types import SimpleNamespace
+
+    from .scoring.graph import corpus_metrics
+
+    rows = member_metrics(members)
+    out = []
+    for backend in sorted({r["backend"] for r in rows}):
+        results = [SimpleNamespace(metrics=r["metrics"]) for r in rows if r["backend"] == backend]
+        out.append({"backend": backend, **corpus_metrics(results)})
+    return pd.DataFrame(out)
+
+
+def tree_corpus(members: pd.DataFrame) -> pd.DataFrame:
+    """Metric × backend frame: each metric's corpus mean over the members where it is non-null
+    (`evalkit.scoring.tree.mean_metrics`), in the metrics' first-seen order."""
+    from .scoring.tree import mean_metrics
+
+    rows = member_metrics(members)
+    means = {b: mean_metrics(r["metrics"] for r in rows if r["backend"] == b) for b in sorted({r["backend"] for r in rows})}
+    names = list(dict.fromkeys(n for m in means.values() for n in m))
+    return pd.DataFrame({b: [m.get(n) for n in names] for b, m in means.items()},
+                        index=pd.Index(names, name="metric"), dtype=object)
+
+
+# --------------------------------------------------------------------------- trend over runs
+
+TREND_MIN_RUNS = 2  # earlier runs of the task the history must hold before a trend is drawn
+
+
+def headline_metric(run_dir: str | Path, task: str) -> str:
+    """The metric a task's score is (its scorer's ``details.headline``, e.g. ``relations_f1``), else "score"."""
+    for path in sorted((Path(run_dir) / task).glob(f"*/*/{SCORE}")):
+        try:
+            return (_read(path).get("details") or {}).get("headline") or "score"
+        except (OSError, ValueError):
+            continue
+    return "score"
+
+
+def run_trend(run_dir: str | Path, task: str, metric: str | None = None,
+              min_runs: int = TREND_MIN_RUNS) -> tuple[pd.DataFrame | None, str, int]:
+    """(frame, metric, earlier runs): the trend of `metric` (default: the task's headline) per backend.
+
+    The history is ``<runs>/index.jsonl`` (`evalkit.history.index_path`), which
+    a run joins when it has finished, so this run is usually not in it yet.
+    When it holds at least `min_runs` earlier runs of the task, the frame
+    (one row per backend × run: the mean of `metric` over the members, like
+    `evalkit.history.trend_frame`) has those runs and this one (its member ×
+    backend lines replace any of the history); otherwise the frame is None.
+    Counting *earlier* runs keeps the report of a run independent of the one
+    before it until there is a trend to show.
+    """
+    from .errors import EvalkitError
+    from .history import history_lines, index_path, read_history
+
+    run_dir = Path(run_dir).resolve()
+    metric = metric or headline_metric(run_dir, task)
+
+    def usable(line: dict[str, Any]) -> bool:
+        value = (line.get("metrics") or {}).get(metric)
+        return line.get("task") == task and isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    try:
+        current = [line for line in history_lines(run_dir) if usable(line)]
+    except (EvalkitError, OSError, ValueError):
+        current = []
+    ids = {line["run_id"] for line in current}
+    past = [line for line in read_history(index_path(run_dir)) if usable(line)]
+    earlier = len({line.get("run_id") for line in past} - ids)
+    if earlier < min_runs:
+        return None, metric, earlier
+    mine = {(line["run_id"], line["member"], line["backend"]) for line in current}
+    lines = [line for line in past if (line.get("run_id"), line.get("member"), line.get("backend")) not in mine]
+    df = pd.DataFrame([{"task": task, "backend": line.get("backend"), "run_id": line.get("run_id"),
+                        "time": line.get("time"), "member": line.get("member"),
+                        "value": float(line["metrics"][metric])} for line in lines + current])
+    g = (df.groupby(["task", "backend", "run_id"], as_index=False)
+           .agg(time=("time", "min"), value=("value", "mean"), members=("member", "nunique")))
+    return g.sort_values(["task", "backend", "time", "run_id"]).reset_index(drop=True), metric, earlier

@@ -1,30 +1,29 @@
 """`evalkit run`: integrity gate → backends → one concurrent extraction pool →
 extract/score notebooks per member → report notebook per task → HTML.
 
-Each phase leaves files in the run folder, so a failure anywhere keeps what
-was done before it.
+Each phase leaves files in the run folder (an extraction.json is written the
+moment its call completes), so a failure anywhere keeps what was done before it.
 """
 
 from __future__ import annotations
 
 import os
+import platform
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Callable
 
 from . import __version__
-from .backends import Backend, make_backend
-from .corpus import Member, Task, load_tasks
-from .errors import (EXIT_BACKEND, EXIT_FAILED, EXIT_INTEGRITY, EXIT_OK, CorpusError, EvalkitError,
-                     IntegrityError, SourceMissing)
-from .pipeline import (EXTRACTION, SCORE, backend_context, extraction_record, read_json, render_request,
-                       write_json)
-from .pool import Job, run_jobs
-from .sources import check_integrity, read_document
+from .corpus import Member, Task, load_member, load_tasks
+from .errors import (EXIT_BACKEND, EXIT_CASSETTE, EXIT_FAILED, EXIT_INTEGRITY, EXIT_OK, CassetteError, CorpusError,
+                     EvalkitError, IntegrityError, SourceMissing)
+from .pipeline import EXTRACTION, SCORE, backend_context, extraction_record, read_json, render_request, write_json
+from .sources import Document, check_integrity, read_document, sha256_file
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+RUN_JSON = "run.json"
 
 
 @dataclass
@@ -33,12 +32,18 @@ class RunOptions:
     backends: list[tuple[str, str]]  # (label, spec)
     sources: Path | None = None
     tasks: list[str] | None = None
-    only: list[str] | None = None  # member ids
+    only: list[str] | None = None  # member ids (or task/member)
     out: Path | None = None
     threshold: float | None = None
     workers: int = max(1, os.cpu_count() or 1)
     max_concurrency: int = 8
     html: bool = True
+    record: list[str] = field(default_factory=list)  # NAME=PATH: record that backend's calls to a cassette
+    dry_run: bool = False
+    max_usd: float | None = None
+    prices: Path | None = None
+    notebooks: bool = True  # False: score in-process (no papermill, no HTML) — `sweep --no-notebooks`
+    report: bool = True  # run report.ipynb per task
 
 
 @dataclass
@@ -60,12 +65,17 @@ class Outcome:
 class RunResult:
     run_dir: Path
     outcomes: list[Outcome]
+    plan: Any = None  # the dry-run plan (evalkit.backends.resolve.Plan), when --dry-run
 
     @property
     def exit_code(self) -> int:
+        if self.plan is not None:
+            return EXIT_OK if self.plan.ok else self.plan.guards[0].error.exit_code
         statuses = {o.status for o in self.outcomes}
         if "refused" in statuses:
             return EXIT_INTEGRITY
+        if any(o.status == "error" and o.message.startswith("cassette") for o in self.outcomes):
+            return EXIT_CASSETTE
         if "error" in statuses:
             return EXIT_BACKEND
         if any(o.status == "scored" and o.passed is False for o in self.outcomes):
@@ -73,24 +83,26 @@ class RunResult:
         return EXIT_OK
 
 
+@dataclass
+class Home:
+    """Where one member × backend lives in the run folder."""
+
+    member: Member
+    label: str
+    dir: Path
+
+
 def default_run_id(labels: list[str]) -> str:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     return f"{stamp}-{'+'.join(labels)}"
 
 
-def _rel(path: Path | None, start: Path) -> str | None:
-    # Notebook parameters are relative to the notebook's folder: bytes must not depend on where the repo is.
-    return None if path is None else os.path.relpath(Path(path).resolve(), start.resolve())
-
-
-def _members(tasks: list[Task], only: list[str] | None) -> list[Member]:
-    members = [m for t in tasks for m in t.members()]
-    if only:
-        found = {m.id for m in members}
-        unknown = [o for o in only if o not in found]
-        if unknown:
-            raise CorpusError(f"no member {', '.join(map(repr, unknown))} in the selected tasks")
-        members = [m for m in members if m.id in only]
+def select_members(tasks: list[Task], only: list[str] | None) -> list[Member]:
+    """Load the selected members (only those: a broken sibling must not stop them)."""
+    members = [load_member(t, d) for t in tasks for d in t.member_dirs()
+               if not only or d.name in only or f"{t.id}/{d.name}" in only]
+    if only and not members:
+        raise CorpusError(f"no member {', '.join(map(repr, only))} in the selected tasks")
     return members
 
 
@@ -100,9 +112,10 @@ def gate_members(members: list[Member], sources: Path | None, outcomes: list[Out
     cleared = []
     for m in members:
         try:
-            cleared.append((m, check_integrity(m, sources)))
+            paths = check_integrity(m, sources)
             if m.manifest.truth is not None:
                 m.load_truth(sources)
+            cleared.append((m, paths))
         except SourceMissing as e:
             outcomes += [Outcome(m.task.id, m.id, b, "skipped", message=str(e)) for b in labels]
         except IntegrityError as e:
@@ -110,90 +123,151 @@ def gate_members(members: list[Member], sources: Path | None, outcomes: list[Out
     return cleared
 
 
-def run(opts: RunOptions, progress: Callable[[str, int], Any] | None = None) -> RunResult:
+def _versions() -> dict[str, str]:
+    out = {"evalkit": __version__, "python": platform.python_version()}
+    for pkg in ("papermill", "nbconvert", "pandas", "altair", "vl-convert-python", "anthropic", "openai"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+def run(opts: RunOptions, progress: Callable[[str, int], Callable[[], Any]] | None = None) -> RunResult:
     """Run extraction and scoring for the selected corpus members; see module docstring."""
-    from .execute import NotebookJob, execute  # papermill is imported only when notebooks run
+    from .backends.resolve import check_guards, open_backends, plan, resolve_backends
+    from .pool import Job, run_pool
+    from .pricing import PriceTable
 
     tasks = load_tasks(opts.corpus, opts.tasks)
-    members = _members(tasks, opts.only)
+    members = select_members(tasks, opts.only)
     labels = [label for label, _ in opts.backends]
     if len(set(labels)) != len(labels):
         raise EvalkitError(f"backend names must be unique: {', '.join(labels)}")
-    run_dir = Path(opts.out or Path("runs") / default_run_id(labels))
-    run_dir.mkdir(parents=True, exist_ok=True)
+    # Resolving reads cassettes and the environment only: no call, no file written.
+    resolved = resolve_backends([f"{label}={spec}" for label, spec in opts.backends], opts.record)
     outcomes: list[Outcome] = []
-
     cleared = gate_members(members, opts.sources, outcomes, labels)
+    documents: dict[str, Document] = {m.key: read_document(paths) for m, paths in cleared}
+    requests = [render_request(m.task, m, documents[m.key]) for m, _ in cleared]
+    prices = PriceTable(path=opts.prices) if opts.prices else None
+    the_plan = plan(resolved, requests, prices)
+    run_dir = Path(opts.out or Path("runs") / default_run_id(labels))
+    if opts.dry_run:
+        return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), plan=the_plan)
     if not cleared:  # nothing passed the gate: construct no backend at all
-        return RunResult(run_dir=run_dir, outcomes=outcomes)
-    ctx = backend_context([m for m, _ in cleared], opts.sources)
-    backends: list[Backend] = [make_backend(label, spec, ctx) for label, spec in opts.backends]
+        return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order))
+    check_guards(resolved, the_plan)  # corrupt / shared cassettes, replay misses, missing keys: before any call
 
-    # One pool for every member's extraction call (not one kernel per call).
+    run_dir.mkdir(parents=True, exist_ok=True)
+    ctx = backend_context([m for m, _ in cleared], opts.sources, documents)
+    backends = open_backends(resolved, ctx, prices, check=False)
     jobs, homes = [], []
-    for m, paths in cleared:
-        request = render_request(m.task, m, read_document(paths))
+    for (m, _), request in zip(cleared, requests):
         for b in backends:
             jobs.append(Job(b, request))
-            homes.append((m, b, run_dir / m.task.id / m.id / b.label))
+            homes.append(Home(m, b.label, run_dir / m.task.id / m.id / b.label))
+    home_of = {id(j): h for j, h in zip(jobs, homes)}
+
+    def keep(job: Job, completion) -> None:  # write each extraction as soon as it exists
+        write_json(home_of[id(job)].dir / EXTRACTION, extraction_record(home_of[id(job)].member, job.backend,
+                                                                         job.request, completion))
+
     tick = progress("extracting", len(jobs)) if progress else None
-    completions = run_jobs(jobs, opts.max_concurrency, on_done=(lambda j, c: tick()) if tick else None)
-    for (m, b, home), job, completion in zip(homes, jobs, completions):
-        write_json(home / EXTRACTION, extraction_record(m, b, job.request, completion))
-    _close(backends)
+    try:
+        run_pool(jobs, opts.max_concurrency, on_done=keep, progress=(lambda *a: tick()) if tick else None,
+                 max_usd=opts.max_usd)
+    except CassetteError as e:
+        # A miss stops the run at once; every extraction finished so far is already on disk.
+        raise type(e)(f"{e}\n(extractions finished before the miss are kept in {run_dir})") from None
 
-    write_json(run_dir / "run.json", {
+    write_json(run_dir / RUN_JSON, {
         "evalkit_version": __version__,
+        "versions": _versions(),
         "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "backends": [{"label": b.label, "spec": b.spec, "model": b.model} for b in backends],
-        "tasks": [t.id for t in tasks],
+        "parameters": {"tasks": [t.id for t in tasks], "only": opts.only, "threshold": opts.threshold,
+                       "max_concurrency": opts.max_concurrency, "max_usd": opts.max_usd,
+                       "corpus": str(opts.corpus), "sources": str(opts.sources) if opts.sources else None},
+        "backends": [{"label": b.label, "spec": b.spec, "model": b.model,
+                      **({"cassette": str(r.cassette), "cassette_sha256": sha256_file(r.cassette)}
+                         if r.cassette and Path(r.cassette).is_file() else {})}
+                     for b, r in zip(backends, resolved)],
         "members": [m.key for m, _ in cleared],
-        "threshold": opts.threshold,
     })
+    if opts.notebooks:
+        outcomes += _score_in_notebooks(homes, tasks, run_dir, opts, progress)
+        if opts.html:
+            from .render import render_run
 
-    # Notebooks: extract + score per member × backend, then one report per task.
-    nb_jobs = []
-    for m, b, home in homes:
-        params = {"task": m.task.id, "member": m.id, "backend": f"{b.label}={b.spec}",
-                  "corpus": _rel(opts.corpus, home), "sources": _rel(opts.sources, home), "out": "."}
-        nb_jobs.append(NotebookJob(NOTEBOOKS / "extract.ipynb", home / "extract.ipynb", params, home))
-        score_params = {k: v for k, v in params.items() if k != "backend"} | {"threshold": opts.threshold}
-        nb_jobs.append(NotebookJob(NOTEBOOKS / "score.ipynb", home / "score.ipynb", score_params, home))
-    tick = progress("notebooks", len(nb_jobs)) if progress else None
-    results = execute(nb_jobs, workers=opts.workers, on_done=(lambda j, r: tick()) if tick else None)
-    failed_nb = {job.cwd: r.error for job, r in zip(nb_jobs, results) if not r.ok}
+            render_run(run_dir)
+    else:
+        outcomes += _score_in_process(homes, documents, opts)
+    return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order))
 
-    for m, b, home in homes:
-        if home in failed_nb:
-            outcomes.append(Outcome(m.task.id, m.id, b.label, "error", message=failed_nb[home]))
+
+def _order(o: Outcome) -> tuple:
+    return (o.task, o.member, o.backend)
+
+
+def _outcome(home: Home, score: dict[str, Any], extraction: dict[str, Any]) -> Outcome:
+    notes = list(score.get("notes", []))
+    if extraction["run"].get("error"):
+        notes.insert(0, f"backend error: {extraction['run']['error']}")
+    m = home.member
+    return Outcome(m.task.id, m.id, home.label, "scored", score=score.get("score"), passed=score.get("passed"),
+                   metrics=score.get("metrics", {}), notes=notes)
+
+
+def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opts: RunOptions,
+                        progress) -> list[Outcome]:
+    """extract.ipynb + score.ipynb per member × backend, then report.ipynb per task: one process pool."""
+    from .execute import execute, plan_member, plan_report
+
+    jobs, per_home, per_task = [], {}, {}
+    for h in homes:
+        pair = plan_member(run_dir, h.member.task.id, h.member.id, f"{h.label}={_spec(h)}", opts.corpus,
+                           opts.sources, opts.threshold)
+        per_home[h.dir] = pair
+        per_task.setdefault(h.member.task.id, []).extend(pair)
+        jobs += pair
+    if opts.report:
+        jobs += [plan_report(run_dir, t.id, after=per_task[t.id]) for t in tasks if t.id in per_task]
+    tick = progress("notebooks", len(jobs)) if progress else None
+    results = execute(jobs, workers=opts.workers, on_done=(lambda j, r: tick()) if tick else None)
+    by_output = {j.output: r for j, r in zip(jobs, results)}
+    outcomes = []
+    for h in homes:
+        failed = [by_output[j.output] for j in per_home[h.dir] if not by_output[j.output].ok]
+        if failed or not (h.dir / SCORE).exists():
+            why = failed[0].error if failed else "score.json was not written"
+            outcomes.append(Outcome(h.member.task.id, h.member.id, h.label, "error", message=f"notebook failed: {why}"))
             continue
-        s = read_json(home / SCORE)
-        extraction = read_json(home / EXTRACTION)
-        notes = list(s.get("notes", []))
-        err = extraction["run"].get("error")
-        if err:
-            notes.insert(0, f"backend error: {err}")
-        outcomes.append(Outcome(m.task.id, m.id, b.label, "scored", score=s.get("score"), passed=s.get("passed"),
-                                metrics=s.get("metrics", {}), notes=notes))
-
-    report_jobs = [NotebookJob(NOTEBOOKS / "report.ipynb", run_dir / t.id / "report.ipynb",
-                               {"run_dir": "..", "task": t.id}, run_dir / t.id)
-                   for t in tasks if (run_dir / t.id).is_dir()]
-    for job, r in zip(report_jobs, execute(report_jobs, workers=opts.workers)):
-        if not r.ok:
-            print(f"evalkit: report notebook {job.output} failed: {r.error}", file=sys.stderr)
-    if opts.html:
-        from .render import render_run
-
-        render_run(run_dir)
-    return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=lambda o: (o.task, o.member, o.backend)))
+        outcomes.append(_outcome(h, read_json(h.dir / SCORE), read_json(h.dir / EXTRACTION)))
+    for j, r in zip(jobs, results):
+        if j.output.name == "report.ipynb" and not r.ok:
+            print(f"evalkit: report notebook {j.output} failed: {r.error}", file=sys.stderr)
+    return outcomes
 
 
-def _close(backends: list[Backend]) -> None:
-    import asyncio
+def _spec(home: Home) -> str:
+    return read_json(home.dir / EXTRACTION)["backend"]["spec"]
 
-    async def close_all() -> None:
-        for b in backends:
-            await b.aclose()
 
-    asyncio.run(close_all())
+def _score_in_process(homes: list[Home], documents: dict[str, Document], opts: RunOptions) -> list[Outcome]:
+    from .pipeline import score_record
+
+    outcomes = []
+    for h in homes:
+        extraction = read_json(h.dir / EXTRACTION)
+        m = h.member
+        try:
+            result = score_record(m, extraction.get("record"), documents[m.key], opts.sources, opts.threshold)
+        except EvalkitError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a scorer crash fails this member only
+            outcomes.append(Outcome(m.task.id, m.id, h.label, "error", message=f"scoring failed: {type(e).__name__}: {e}"))
+            continue
+        payload = result.to_json() | {"member": m.key, "backend": extraction["backend"], "run": extraction["run"]}
+        write_json(h.dir / SCORE, payload)
+        outcomes.append(_outcome(h, payload, extraction))
+    return outcomes

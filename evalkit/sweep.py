@@ -54,72 +54,11 @@ SCHEMA_VERSION = 1
 
 def run_direct(opts: RunOptions) -> RunResult:
     """`runner.run` without papermill: same gate, backends, pool and files (no notebooks, no HTML)."""
-    from .backends import make_backend
-    from .corpus import load_tasks
-    from .pipeline import (EXTRACTION, SCORE, backend_context, extraction_record, render_request, score_record,
-                           write_json)
-    from .pool import Job, run_jobs
-    from .corpus import load_member
-    from .runner import _close, default_run_id, gate_members
-    from .sources import read_document
+    from dataclasses import replace
 
-    tasks = load_tasks(opts.corpus, opts.tasks)
-    # Only the selected members are loaded: a broken sibling must not take this run down.
-    members = [load_member(t, d) for t in tasks for d in t.member_dirs()
-               if not opts.only or d.name in opts.only or f"{t.id}/{d.name}" in opts.only]
-    if opts.only and not members:
-        raise CorpusError(f"no member {', '.join(map(repr, opts.only))} in the selected tasks")
-    labels = [label for label, _ in opts.backends]
-    if len(set(labels)) != len(labels):
-        raise EvalkitError(f"backend names must be unique: {', '.join(labels)}")
-    run_dir = Path(opts.out or Path("runs") / default_run_id(labels))
-    run_dir.mkdir(parents=True, exist_ok=True)
-    outcomes: list[Outcome] = []
-    cleared = gate_members(members, opts.sources, outcomes, labels)
-    if not cleared:
-        return RunResult(run_dir=run_dir, outcomes=outcomes)
-    ctx = backend_context([m for m, _ in cleared], opts.sources)
-    backends = [make_backend(label, spec, ctx) for label, spec in opts.backends]
-    jobs, homes, docs = [], [], {}
-    for m, paths in cleared:
-        docs[m.key] = read_document(paths)
-        request = render_request(m.task, m, docs[m.key])
-        for b in backends:
-            jobs.append(Job(b, request))
-            homes.append((m, b, run_dir / m.task.id / m.id / b.label))
-    try:
-        completions = run_jobs(jobs, opts.max_concurrency)
-    finally:
-        _close(backends)
-    extractions = []
-    for (m, b, home), job, completion in zip(homes, jobs, completions):
-        data = extraction_record(m, b, job.request, completion)
-        write_json(home / EXTRACTION, data)
-        extractions.append(data)
-    write_json(run_dir / "run.json", {
-        "evalkit_version": __version__,
-        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "backends": [{"label": b.label, "spec": b.spec, "model": b.model} for b in backends],
-        "tasks": [t.id for t in tasks],
-        "members": [m.key for m, _ in cleared],
-        "threshold": opts.threshold,
-        "engine": "direct",
-    })
-    for (m, b, home), extraction in zip(homes, extractions):
-        try:
-            result = score_record(m, extraction.get("record"), docs[m.key], opts.sources, opts.threshold)
-        except Exception as e:  # a scorer crash fails this member only
-            outcomes.append(Outcome(m.task.id, m.id, b.label, "error", message=f"scoring failed: {type(e).__name__}: {e}"))
-            continue
-        payload = result.to_json()
-        payload.update(member=m.key, backend=extraction["backend"], run=extraction["run"])
-        write_json(home / SCORE, payload)
-        notes = list(result.notes)
-        if extraction["run"].get("error"):
-            notes.insert(0, f"backend error: {extraction['run']['error']}")
-        outcomes.append(Outcome(m.task.id, m.id, b.label, "scored", score=result.score, passed=result.passed,
-                                metrics=result.metrics, notes=notes))
-    return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=lambda o: (o.task, o.member, o.backend)))
+    from .runner import run
+
+    return run(replace(opts, notebooks=False, html=False))
 
 
 # --------------------------------------------------------------------------- currency

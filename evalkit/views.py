@@ -13,12 +13,19 @@ outputs are untrusted text:
   altair's own renderer is switched to the same bundle, so a chart left as a
   cell's last expression is safe too.
 
-Views are generic over an item table (one row per compared item, any
-columns): the per-field chart (bars weighted by ``weight``) and the field ×
-member heatmap need ``field`` and ``outcome`` columns; other shapes get item
-counts per ``axis``/``family`` and outcome, or per outcome. Chart builders
-return an ``alt.Chart`` (or None when the table cannot make one) so a
-researcher can adjust it before passing it to :func:`chart`.
+Pages dispatch on the item table's shape (`evalkit.report.item_shape`: a
+``field`` column → flat fields, ``axis`` → graph, ``family`` → tree, else a
+generic view): :func:`score_page` for one member, :func:`report_page` for a
+task across a run's members and backends, :func:`trend` for the headline
+metric over the run history. The notebooks call these and hold no
+task-specific code. Outcomes: ``match``/``matched`` are fine; ``ignored`` and
+``excluded`` are set aside by design (the scorer counted them toward
+nothing), so they are never listed as problems: problem tables leave them out
+and say how many, and pages show them in their own "set aside" table. Null
+figures show as "—", never 0.
+
+Chart builders return an ``alt.Chart`` (or None when the table cannot make
+one) so a researcher can adjust it before passing it to :func:`chart`.
 """
 
 from __future__ import annotations
@@ -33,21 +40,33 @@ from typing import Any
 import pandas as pd
 from IPython.display import display
 
+from . import report as _report
+
 __all__ = [
-    "OUTCOMES", "OUTCOME_COLORS", "verdict", "fmt", "text", "show_json", "table", "kv", "chart_bundle", "chart",
-    "items_frame", "run_block", "record", "summary", "gate", "mismatches", "notes", "field_outcome_chart",
-    "members_table", "report_summary", "accuracy_heatmap", "outcome_distribution",
+    "OUTCOMES", "OUTCOME_COLORS", "SUCCESS", "SET_ASIDE", "NULL", "verdict", "fmt", "figure", "text", "heading",
+    "para", "show_json", "table", "kv", "chart_bundle", "chart", "items_frame", "run_block", "record", "summary",
+    "metrics_table", "gate", "mismatches", "set_aside", "notes", "field_outcome_chart",
+    "score_page", "fields_view", "graph_view", "tree_view", "items_view", "graph_axis_table", "family_figures",
+    "family_score_chart", "site_table", "edge_graph_chart", "ordered_families", "FAMILY_ORDER",
+    "report_page", "fields_report", "graph_report", "tree_report", "items_report", "trend",
+    "members_table", "report_summary", "accuracy_heatmap", "score_heatmap", "outcome_distribution",
 ]
 
 # Outcome colours are fixed, so every chart uses the same legend: the flat-fields scorer's five
-# outcomes always appear in this order; set-shaped scorers (graph: matched / missed / spurious) reuse
-# the colours of their counterparts; any other outcome is grey.
+# outcomes always appear in this order; other scorers' outcomes reuse the colour of their counterpart
+# (matched ~ match, missed ~ missing, spurious ~ hallucinated: extracted with no true counterpart);
+# what a scorer sets aside by design (ignored, excluded) is grey; any other outcome is dark grey.
 OUTCOMES = ["match", "mismatch", "missing", "extra", "hallucinated"]
 OUTCOME_COLORS = {
-    "match": "#54a24b", "matched": "#54a24b", "mismatch": "#e45756", "spurious": "#e45756",
-    "missing": "#f2b701", "missed": "#f2b701", "extra": "#9d755d", "hallucinated": "#b279a2",
+    "match": "#54a24b", "matched": "#54a24b", "mismatch": "#e45756", "missing": "#f2b701", "missed": "#f2b701",
+    "extra": "#9d755d", "hallucinated": "#b279a2", "spurious": "#b279a2", "excluded": "#bab0ac",
+    "ignored": "#d8d8d8",
 }
-SUCCESS = ("match", "matched")  # outcomes that are not shown as mismatches
+# An outcome is fine when it is a success; set-aside outcomes are not problems either (the scorer
+# counted them toward nothing). Pages list them in their own table, never among the problems.
+SUCCESS = _report.SUCCESS
+SET_ASIDE = _report.SET_ASIDE
+NULL = "—"  # how a null figure is shown (an undefined ratio, a metric no judge has filled in): never 0
 MAX_CHARS = 200  # longest cell shown in a table (the full value is in score.json)
 
 
@@ -90,6 +109,36 @@ def text(*lines: Any) -> None:
     """Print lines (a stream output: shown as text by Lab and escaped by nbconvert)."""
     for line in lines:
         print(line)
+
+
+def heading(title: Any, level: int = 2) -> None:
+    """A section heading shown by a view (the title is escaped: it may come from data)."""
+    import html
+
+    level = min(max(int(level), 1), 6)
+    t = html.escape(str(title), quote=False)
+    display({"text/html": f"<h{level}>{t}</h{level}>", "text/plain": str(title)}, raw=True)
+
+
+def para(*lines: Any) -> None:
+    """A paragraph of prose (escaped), for the explanations a view puts under its headings."""
+    import html
+
+    t = " ".join(html.escape(str(line), quote=False) for line in lines)
+    display({"text/html": f"<p>{t}</p>", "text/plain": " ".join(str(x) for x in lines)}, raw=True)
+
+
+def figure(value: Any, digits: int = 3) -> str:
+    """A metric as text: floats to `digits` decimals, integers as they are, null as "—" (never 0)."""
+    if _is_null(value):
+        return NULL
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() and abs(value) >= 2 else f"{value:.{digits}f}"
+    if isinstance(value, int):
+        return str(value)
+    return fmt(value)
 
 
 def show_json(obj: Any) -> None:
@@ -211,14 +260,19 @@ def _alt() -> Any:
     return alt
 
 
+def _outcome_domain(values: Iterable[Any]) -> list[str]:
+    """Outcomes in legend order: the five flat-field ones when only those occur, else the ones present
+    in OUTCOME_COLORS order, then any others sorted."""
+    present = {str(v) for v in values}
+    if present <= set(OUTCOMES):
+        return list(OUTCOMES)
+    return [o for o in OUTCOME_COLORS if o in present] + sorted(present - set(OUTCOME_COLORS))
+
+
 def _outcome_scale(values: Iterable[str]) -> Any:
     alt = _alt()
 
-    present = {str(v) for v in values}
-    if present <= set(OUTCOMES):
-        domain = list(OUTCOMES)
-    else:
-        domain = [o for o in OUTCOME_COLORS if o in present] + sorted(present - set(OUTCOME_COLORS))
+    domain = _outcome_domain(values)
     return alt.Scale(domain=domain, range=[OUTCOME_COLORS.get(o, "#79706e") for o in domain])
 
 
@@ -273,17 +327,33 @@ def record(extraction: Mapping[str, Any]) -> None:
 
 # --------------------------------------------------------------------------- score page
 
+def _get(result: Any, name: str, default: Any = None) -> Any:
+    """An attribute of a ScoreResult, or a key of its JSON form (score.json)."""
+    if isinstance(result, Mapping):
+        return result.get(name, default)
+    return getattr(result, name, default)
+
+
 def summary(result: Any) -> None:
-    """Headline: score and verdict, then the metrics table."""
-    score = "n/a" if result.score is None else f"{result.score:.3f}"
-    print(f"score {score}   verdict {verdict(result.passed)}")
-    if result.metrics:
-        kv(result.metrics, "metric", "value")
+    """Headline: score and verdict (the figures behind it are on the shape's page, see `score_page`)."""
+    score = _get(result, "score")
+    score = "n/a" if score is None else f"{score:.3f}"
+    headline = (_get(result, "details") or {}).get("headline")
+    print(f"score {score}   verdict {verdict(_get(result, 'passed'))}" + (f"   (score = {headline})" if headline else ""))
+
+
+def metrics_table(result: Any) -> None:
+    """Every metric of the result, one row each (nulls as "—")."""
+    metrics = _get(result, "metrics") or {}
+    if not metrics:
+        print("(no metrics)")
+        return
+    table([{"metric": k, "value": figure(v, 4)} for k, v in metrics.items()])
 
 
 def gate(result: Any) -> None:
     """The scorer's gate output (details['gate']) when it has one."""
-    g = (result.details or {}).get("gate")
+    g = (_get(result, "details") or {}).get("gate")
     if g is None:
         print("no gate for this scorer")
         return
@@ -296,21 +366,44 @@ def gate(result: Any) -> None:
 MISMATCH_COLUMNS = ["field", "kind", "weight", "expected", "extracted", "outcome", "credit", "reason"]
 
 
-def mismatches(items: Any, columns: list[str] | None = None) -> None:
-    """Rows whose outcome is not a success (match/matched), with their reasons (all rows without an outcome column)."""
+def _columns(df: pd.DataFrame, preferred: list[str], drop: Iterable[str] = ("member",)) -> list[str] | None:
+    first = [c for c in preferred if c in df.columns]
+    if not first:
+        return None
+    return first + [c for c in df.columns if c not in first and c not in drop]
+
+
+def _set_aside_line(df: pd.DataFrame) -> str | None:
+    aside = _report.set_aside_rows(df)
+    if aside.empty:
+        return None
+    counts = aside["outcome"].map(str).value_counts()
+    parts = ", ".join(f"{o} {counts[o]}" for o in SET_ASIDE if o in counts)
+    return f"{len(aside)} item(s) set aside by design ({parts}): not problems, not listed here"
+
+
+def mismatches(items: Any, columns: list[str] | None = None, empty: str = "(no mismatches)") -> None:
+    """The problem rows, with their reasons: every row whose outcome is neither a success (match/matched)
+    nor set aside by design (ignored/excluded: shown apart, see `set_aside`); all rows without an
+    outcome column. A line under the table counts the set-aside rows left out."""
     df = items_frame(items)
-    if "outcome" in df.columns:
-        df = df[~df["outcome"].isin(SUCCESS)]
-    if columns is None:
-        preferred = [c for c in MISMATCH_COLUMNS if c in df.columns]
-        columns = preferred + [c for c in df.columns if c not in preferred and c != "member"] if preferred else None
-    table(df, columns, empty="(no mismatches)")
+    shown = _report.problem_rows(df)
+    table(shown, columns if columns is not None else _columns(shown, MISMATCH_COLUMNS), empty=empty)
+    note = _set_aside_line(df)
+    if note:
+        print(note)
+
+
+def set_aside(items: Any, columns: list[str] | None = None, empty: str = "(nothing set aside)") -> None:
+    """The rows a scorer set aside by design (ignored, excluded), with the reason: they count toward nothing."""
+    df = _report.set_aside_rows(items_frame(items))
+    table(df, columns if columns is not None else _columns(df, MISMATCH_COLUMNS), empty=empty)
 
 
 def notes(result: Any) -> None:
-    for n in result.notes or []:
+    for n in _get(result, "notes") or []:
         print(f"- {n}")
-    if not result.notes:
+    if not _get(result, "notes"):
         print("(no notes)")
 
 
@@ -345,20 +438,345 @@ def field_outcome_chart(items: Any) -> Any:
     ).properties(width=360)
 
 
+def _problems_first(df: pd.DataFrame) -> pd.DataFrame:
+    """Problem rows first, then successes (each in the scorer's order)."""
+    if "outcome" not in df.columns or df.empty:
+        return df
+    fine = df["outcome"].isin(SUCCESS)
+    return pd.concat([df[~fine], df[fine]])
+
+
+def _outcome_summary(df: pd.DataFrame) -> str:
+    if "outcome" not in df.columns:
+        return f"{len(df)} item(s)"
+    counts = df["outcome"].map(str).value_counts()
+    return f"{len(df)} item(s): " + ", ".join(f"{counts[o]} {o}" for o in _outcome_domain(counts.index) if o in counts)
+
+
+# --------------------------------------------------------------------------- score page: by item shape
+
+def score_page(result: Any, shape: str | None = None) -> None:
+    """Everything a member's score page shows below its headline, chosen by the item table's shape.
+
+    `shape` ("fields", "graph", "tree", "items") defaults to `evalkit.report.item_shape` of the items:
+    a ``field`` column → the flat-fields view, ``axis`` → the graph view, ``family`` → the tree view,
+    anything else → a generic one. Each view writes its own section headings.
+    """
+    items = items_frame(result)
+    shape = shape or _report.item_shape(items)
+    {"fields": fields_view, "graph": graph_view, "tree": tree_view}.get(shape, items_view)(result, items)
+
+
+def fields_view(result: Any, items: pd.DataFrame | None = None) -> None:
+    """Flat fields: every metric, the gate, the mismatches with their reasons, outcomes by field."""
+    items = items_frame(result) if items is None else items
+    heading("Metrics")
+    metrics_table(result)
+    heading("Gate")
+    gate(result)
+    heading("Mismatches")
+    para("Every item whose outcome is not `match`, with the reason.")
+    mismatches(items)
+    heading("Outcomes by field")
+    chart(field_outcome_chart(items))
+
+
+def items_view(result: Any, items: pd.DataFrame | None = None) -> None:
+    """Any other item table: every metric, the gate when there is one, the problems, outcome counts."""
+    items = items_frame(result) if items is None else items
+    heading("Metrics")
+    metrics_table(result)
+    if (_get(result, "details") or {}).get("gate") is not None:
+        heading("Gate")
+        gate(result)
+    heading("Problems")
+    para("Every item whose outcome is not a success (set-aside items are counted under the table).")
+    mismatches(items, empty="(no problems)")
+    aside = _report.set_aside_rows(items)
+    if not aside.empty:
+        heading("Set aside", 3)
+        set_aside(aside)
+    heading("Outcomes")
+    chart(field_outcome_chart(items))
+
+
+# --------------------------------------------------------------------------- graph view
+
+GRAPH_ITEM_COLUMNS = ["key", "expected", "extracted", "outcome", "reason", "score"]
+
+
+def _axes(items: pd.DataFrame, metrics: Mapping[str, Any]) -> list[str]:
+    seen = list(dict.fromkeys(str(a) for a in items["axis"])) if "axis" in items.columns else []
+    from_metrics = [k[: -len("_f1")] for k in metrics if k.endswith("_f1") and not k.startswith("judged_")]
+    return list(dict.fromkeys(seen + from_metrics))
+
+
+def graph_axis_table(metrics: Mapping[str, Any], axes: Iterable[str]) -> pd.DataFrame:
+    """Per axis: strict precision / recall / F1 and tp / fp / fn beside the judged figures (null: "—")."""
+    rows = []
+    for axis in axes:
+        row = {"axis": axis}
+        for m in ("precision", "recall", "f1", "tp", "fp", "fn"):
+            row[m] = figure(metrics.get(f"{axis}_{m}"))
+        for m in ("precision", "recall", "f1"):
+            row[f"judged {m}"] = figure(metrics.get(f"judged_{axis}_{m}"))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def graph_view(result: Any, items: pd.DataFrame | None = None) -> None:
+    """Graph (entities / relations / summary): per-axis P/R/F1 strict beside judged, outcomes per axis,
+    and each axis's item table (problems first)."""
+    items = items_frame(result) if items is None else items
+    metrics = _get(result, "metrics") or {}
+    axes = _axes(items, metrics)
+    heading("Precision, recall and F1 per axis")
+    para("Strict: items match when their normalized keys are equal. Judged: an LLM judge's verdicts, "
+         f"{NULL} until a judge has looked at this result (never 0). The summary is scored by token F1 alone.")
+    table(graph_axis_table(metrics, axes))
+    if (_get(result, "details") or {}).get("gate") is not None:
+        heading("Gate")
+        gate(result)
+    heading("Outcomes per axis")
+    para("matched: on both sides; missed: in the truth only; spurious: extracted only.")
+    chart(field_outcome_chart(items))
+    heading("Items")
+    para("One table per axis, problems (missed, spurious) first, with the scorer's reason.")
+    for axis in axes:
+        rows = items[items["axis"].map(str) == axis] if "axis" in items.columns else items.iloc[0:0]
+        heading(f"{axis}: {_outcome_summary(rows)}", 3)
+        cols = [c for c in GRAPH_ITEM_COLUMNS if c in rows.columns and (c != "score" or rows[c].notna().any())]
+        table(_problems_first(rows), cols, empty=f"(no {axis} items)")
+        note = _set_aside_line(rows)
+        if note:
+            print(note)
+
+
+# --------------------------------------------------------------------------- tree view
+
+# Display order of the families of a tree-shaped scorer (the adventure task's seven); families a
+# scorer adds beyond these follow in the order they first appear.
+FAMILY_ORDER = ("areas", "encounters", "connections", "treasure", "doors", "transitions", "entrance")
+TREE_ITEM_COLUMNS = ["metric", "site", "level", "area", "expected", "extracted", "outcome", "reason"]
+STATS = ("precision", "recall", "f1", "accuracy", "tp", "fp", "fn", "matched", "denominator")
+
+
+def ordered_families(names: Iterable[Any]) -> list[str]:
+    """Family names in display order: FAMILY_ORDER first, others after in first-seen order."""
+    seen = list(dict.fromkeys(str(n) for n in names if not _is_null(n)))
+    return [f for f in FAMILY_ORDER if f in seen] + [f for f in seen if f not in FAMILY_ORDER]
+
+
+def _families(result: Any, items: pd.DataFrame) -> list[str]:
+    details = _get(result, "details") or {}
+    metrics = _get(result, "metrics") or {}
+    names = list(details.get("families") or [])
+    names += [k[: -len("_score")] for k in metrics if k.endswith("_score")]
+    if "family" in items.columns:
+        names += list(items["family"])
+    return ordered_families(names)
+
+
+def family_figures(metrics: Mapping[str, Any], family: str) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """A family's metrics as (table, others): one row per measure (``areas``, ``name``, ``count``, …)
+    with a column per statistic (precision … denominator), plus the figures that fit no column."""
+    prefix = f"{family}_"
+    rows: dict[str, dict[str, str]] = {}
+    others: dict[str, Any] = {}
+    for name, value in metrics.items():
+        if not name.startswith(prefix) or name == f"{family}_score":
+            continue
+        rest = name[len(prefix):]
+        stat = next((s for s in STATS if rest == s or rest.endswith("_" + s)), None)
+        if stat is None:
+            others[name] = value
+            continue
+        measure = family if rest == stat else rest[: -len(stat) - 1]
+        rows.setdefault(measure, {"measure": measure})[stat] = figure(value)
+    cols = ["measure"] + [s for s in STATS if any(s in r for r in rows.values())]
+    frame = pd.DataFrame(list(rows.values()), columns=cols).fillna("")
+    return frame, others
+
+
+def family_overview(result: Any, items: pd.DataFrame, families: list[str]) -> pd.DataFrame:
+    metrics = _get(result, "metrics") or {}
+    info = (_get(result, "details") or {}).get("families") or {}
+    rows = []
+    for fam in families:
+        rows_f = items[items["family"].map(str) == fam] if "family" in items.columns else items.iloc[0:0]
+        headline = (info.get(fam) or {}).get("headline_figures") or []
+        rows.append({
+            "family": fam, "score": figure(metrics.get(f"{fam}_score", (info.get(fam) or {}).get("score"))),
+            "headline figures": " · ".join(f"{h} {figure(metrics.get(h))}" for h in headline),
+            "items": len(rows_f), "problems": len(_report.problem_rows(rows_f)),
+            "set aside": len(_report.set_aside_rows(rows_f)),
+        })
+    return pd.DataFrame(rows)
+
+
+def family_score_chart(scores: Mapping[str, Any], families: list[str] | None = None) -> Any:
+    """Bars of each family's score (0..1); a family with a null score gets "— nothing asserted"."""
+    alt = _alt()
+    families = families or ordered_families(scores)
+    if not families:
+        return None
+    data = pd.DataFrame({"family": families,
+                         "score": [None if _is_null(scores.get(f)) else float(scores[f]) for f in families]})
+    data["label"] = [f"{NULL} nothing asserted" if _is_null(v) else f"{v:.3f}" for v in data["score"]]
+    data["x"] = data["score"].fillna(0.0)
+    y = alt.Y("family:N", sort=families, title=None)
+    bars = alt.Chart(data).mark_bar(color="#4c78a8").encode(
+        y=y, x=alt.X("x:Q", title="family score", scale=alt.Scale(domain=[0, 1])))
+    labels = alt.Chart(data).mark_text(align="left", dx=4, fontSize=11).encode(y=y, x="x:Q", text="label:N")
+    return (bars + labels).properties(width=360)
+
+
+def site_table(result: Any, families: list[str]) -> pd.DataFrame:
+    """Per truth site: its alignment and score, and each family's score there (details["sites"])."""
+    details = _get(result, "details") or {}
+    sites = details.get("sites") or {}
+    aligned = {a.get("site"): a for a in details.get("alignment") or [] if isinstance(a, Mapping)}
+    rows = []
+    for site, m in sites.items():
+        a = aligned.get(site) or {}
+        row = {"site": site, "extracted site": a.get("extracted_site"), "shared keys": a.get("shared_keys"),
+               "score": figure((m or {}).get("score"))}
+        row.update({fam: figure((m or {}).get(f"{fam}_score")) for fam in families})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+EDGE_FAMILIES = ("connections", "doors", "transitions")
+
+
+def edge_graph_chart(edges: Iterable[Mapping[str, Any]], families: Iterable[str] | None = None,
+                     size: int = 190) -> Any:
+    """The scored graph (details["edges"]) as node-link drawings: a row per site, a panel per edge family.
+
+    Each site's areas sit on a circle, ordered by level then key, at the same places in every panel;
+    an edge is coloured by its outcome (missed edges dashed). None when there are no edges.
+    """
+    alt = _alt()
+    edges = [dict(e) for e in edges or [] if isinstance(e, Mapping)]
+    if not edges:
+        return None
+    fams = [f for f in (families or ordered_families(e.get("family") for e in edges))
+            if any(e.get("family") == f for e in edges)]
+    fams = [f for f in EDGE_FAMILIES if f in fams] + [f for f in fams if f not in EDGE_FAMILIES]
+    domain = _outcome_domain(e.get("outcome") for e in edges)
+    color = alt.Color("outcome:N", scale=_outcome_scale(domain), title="outcome")
+    dash = alt.StrokeDash("dashed:N", scale=alt.Scale(domain=["no", "yes"], range=[[1, 0], [4, 3]]), legend=None)
+    axis = dict(axis=None, scale=alt.Scale(domain=[-1.45, 1.45]))
+    rows = []
+    for site in dict.fromkeys(str(e.get("site")) for e in edges):
+        site_edges = [e for e in edges if str(e.get("site")) == site]
+
+        def level_key(node: tuple[Any, str]) -> tuple:
+            lv = node[0]
+            return (0 if isinstance(lv, (int, float)) else 1, lv if isinstance(lv, (int, float)) else 0, node[1])
+
+        nodes = sorted({(e.get("a_level"), str(e.get("a"))) for e in site_edges}
+                       | {(e.get("b_level"), str(e.get("b"))) for e in site_edges}, key=level_key)
+        pos = {}
+        for i, node in enumerate(nodes):
+            angle = math.pi / 2 - 2 * math.pi * i / max(len(nodes), 1)
+            pos[node] = (round(math.cos(angle), 6), round(math.sin(angle), 6))
+        node_df = pd.DataFrame([{"area": n[1], "level": "" if _is_null(n[0]) else str(n[0]),
+                                 "x": p[0], "y": p[1], "lx": round(1.22 * p[0], 6), "ly": round(1.22 * p[1], 6)}
+                                for n, p in pos.items()])
+        panels = []
+        for fam in fams:
+            fe = [e for e in site_edges if e.get("family") == fam]
+            edge_df = pd.DataFrame([{"x": pos[(e.get("a_level"), str(e.get("a")))][0],
+                                     "y": pos[(e.get("a_level"), str(e.get("a")))][1],
+                                     "x2": pos[(e.get("b_level"), str(e.get("b")))][0],
+                                     "y2": pos[(e.get("b_level"), str(e.get("b")))][1],
+                                     "outcome": str(e.get("outcome")),
+                                     "dashed": "yes" if e.get("outcome") == "missed" else "no"} for e in fe],
+                                   columns=["x", "y", "x2", "y2", "outcome", "dashed"])
+            base_nodes = alt.Chart(node_df)
+            layers = []
+            if not edge_df.empty:
+                layers.append(alt.Chart(edge_df).mark_rule(strokeWidth=2).encode(
+                    x=alt.X("x:Q", **axis), y=alt.Y("y:Q", **axis), x2="x2:Q", y2="y2:Q",
+                    color=color, strokeDash=dash))
+            layers.append(base_nodes.mark_circle(size=60, color="#4c4c4c", opacity=1).encode(
+                x=alt.X("x:Q", **axis), y=alt.Y("y:Q", **axis)))
+            layers.append(base_nodes.mark_text(fontSize=10).encode(
+                x=alt.X("lx:Q", **axis), y=alt.Y("ly:Q", **axis), text="area:N"))
+            title = f"{site} · {fam}" + ("" if fe else " (none)")
+            panels.append(alt.layer(*layers).properties(width=size, height=size, title=title))
+        rows.append(alt.hconcat(*panels))
+    return alt.vconcat(*rows).configure_view(strokeWidth=0).configure_title(fontSize=11, limit=3 * size)
+
+
+def tree_view(result: Any, items: pd.DataFrame | None = None) -> None:
+    """Nested structure (families of metrics): family scores (table and bars), the per-site breakdown,
+    the scored connection graph, then one section per family: its figures with its item table."""
+    items = items_frame(result) if items is None else items
+    metrics = _get(result, "metrics") or {}
+    details = _get(result, "details") or {}
+    families = _families(result, items)
+
+    heading("Families")
+    if details.get("headline_rule"):
+        para(f"Score: {details['headline_rule']}.", f"A family scored {NULL} has nothing asserted in the truth.")
+    table(family_overview(result, items, families))
+    chart(family_score_chart({f: metrics.get(f"{f}_score") for f in families}, families))
+
+    heading("Sites")
+    para("Each truth site, the extracted site aligned to it and the family scores over its items alone.")
+    table(site_table(result, families), empty="(no site has a scored item)")
+
+    heading("Connection graph")
+    para("The scored links: areas of each site on a circle (ordered by level, then key), one panel per "
+         "family; matched links green, missed yellow (dashed), spurious purple.")
+    chart(edge_graph_chart(details.get("edges") or []), missing="(no links were scored)")
+
+    for fam in families:
+        rows = items[items["family"].map(str) == fam] if "family" in items.columns else items.iloc[0:0]
+        heading(f"{fam}: score {figure(metrics.get(f'{fam}_score'))}")
+        figs, others = family_figures(metrics, fam)
+        table(figs, empty="(no figures)")
+        if others:
+            print(" · ".join(f"{k} {figure(v)}" for k, v in others.items()))
+        counted = rows[~rows["outcome"].isin(SET_ASIDE)] if "outcome" in rows.columns else rows
+        heading(f"items: {_outcome_summary(rows)}", 3)
+        table(_problems_first(counted), [c for c in TREE_ITEM_COLUMNS if c in rows.columns],
+              empty=f"(no {fam} items counted)")
+        aside = _report.set_aside_rows(rows)
+        if not aside.empty:
+            heading(f"set aside ({len(aside)}): counted toward nothing, not problems", 3)
+            set_aside(aside, [c for c in TREE_ITEM_COLUMNS if c in rows.columns])
+
+
 # --------------------------------------------------------------------------- report page
 
 def report_summary(members: pd.DataFrame, items: pd.DataFrame) -> None:
+    """One line per backend: members scored, verdicts, mean score (and mean field accuracy for fields)."""
     from .report import mean_field_accuracy
 
-    n = len(members)
-    counts = members["verdict"].value_counts() if "verdict" in members.columns else {}
-    acc = mean_field_accuracy(items)
-    parts = [f"{n} member run(s)"] + [f"{counts.get(v, 0)} {v}" for v in ("PASS", "FAIL") if n]
-    others = n - sum(counts.get(v, 0) for v in ("PASS", "FAIL")) if n else 0
-    if others:
-        parts.append(f"{others} other")
-    parts.append("mean field accuracy " + ("n/a" if acc is None else f"{acc:.3f}"))
-    print(" · ".join(parts))
+    if members is None or members.empty:
+        print("0 member run(s)")
+        return
+    backends = sorted(members["backend"].map(str).unique()) if "backend" in members.columns else [None]
+    fields = _report.item_shape(items) == "fields"
+    for backend in backends:
+        m = members if backend is None else members[members["backend"].map(str) == backend]
+        n = len(m)
+        counts = m["verdict"].value_counts() if "verdict" in m.columns else {}
+        parts = ([f"backend {backend}"] if len(backends) > 1 else []) + [f"{n} member run(s)"]
+        parts += [f"{counts.get(v, 0)} {v}" for v in ("PASS", "FAIL")]
+        others = n - sum(counts.get(v, 0) for v in ("PASS", "FAIL"))
+        if others:
+            parts.append(f"{others} other")
+        scores = pd.to_numeric(m["score"], errors="coerce").dropna() if "score" in m.columns else pd.Series([])
+        parts.append("mean score " + (f"{scores.mean():.3f}" if len(scores) else "n/a"))
+        if fields:
+            its = items if backend is None or "backend" not in items.columns else items[items["backend"].map(str) == backend]
+            acc = mean_field_accuracy(its)
+            parts.append("mean field accuracy " + ("n/a" if acc is None else f"{acc:.3f}"))
+        print(" · ".join(parts))
 
 
 MEMBER_COLUMNS = ["member", "backend", "score", "verdict", "parse", "input_tokens", "output_tokens", "usd",
@@ -392,6 +810,29 @@ def accuracy_heatmap(accuracy: pd.DataFrame | None) -> Any:
     return (rect + label).properties(width=alt.Step(48), height=alt.Step(20))
 
 
+def score_heatmap(matrix: pd.DataFrame | None, title: str = "score") -> Any:
+    """Member × column (axis, family) figures in 0..1 as a heatmap (a frame from
+    `evalkit.report.metric_matrix`); a null cell is grey and labelled "—"."""
+    alt = _alt()
+    if matrix is None or matrix.empty:
+        return None
+    rows = [str(r) for r in matrix.index]
+    cols = [str(c) for c in matrix.columns]
+    long = pd.DataFrame([{"member": str(r), "column": str(c),
+                          "value": None if _is_null(v) else float(v),
+                          "label": NULL if _is_null(v) else f"{float(v):.2f}"}
+                         for r, row in zip(rows, matrix.itertuples(index=False)) for c, v in zip(cols, row)])
+    base = alt.Chart(long).encode(
+        x=alt.X("column:N", sort=cols, title=None, axis=alt.Axis(labelAngle=-40, labelLimit=180, orient="top")),
+        y=alt.Y("member:N", sort=list(dict.fromkeys(rows)), title=None, axis=alt.Axis(labelLimit=260)),
+    )
+    nulls = base.transform_filter("datum.value === null").mark_rect(color="#eeeeee")
+    rect = base.transform_filter("datum.value !== null").mark_rect().encode(
+        color=alt.Color("value:Q", scale=alt.Scale(domain=[0, 1], scheme="redyellowgreen"), title=title))
+    label = base.mark_text(fontSize=10).encode(text="label:N")
+    return (nulls + rect + label).properties(width=alt.Step(64), height=alt.Step(20))
+
+
 def outcome_distribution(items: pd.DataFrame) -> Any:
     """How each member's items split over outcomes (stacked bars)."""
     alt = _alt()
@@ -409,5 +850,124 @@ def outcome_distribution(items: pd.DataFrame) -> Any:
     ).properties(width=360)
 
 
-if "altair" in sys.modules:
-    _register_renderer()
+def _figures_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """Every cell through `figure` (nulls "—"), for tables of metrics."""
+    return pd.DataFrame({c: [figure(v) for v in df[c]] for c in df.columns}, columns=list(df.columns))
+
+
+def _member_columns(members: pd.DataFrame, names: dict[str, str]) -> pd.DataFrame:
+    rows = _report.member_metrics(members)
+    return pd.DataFrame([{"member": r["member"], "backend": r["backend"], "score": figure(r["score"]),
+                          "verdict": r["verdict"], **{t: figure(r["metrics"].get(n)) for t, n in names.items()}}
+                         for r in rows], columns=["member", "backend", "score", "verdict", *names])
+
+
+def report_page(members: pd.DataFrame, items: pd.DataFrame, shape: str | None = None) -> None:
+    """Everything a task report shows about a run's members, chosen by the item table's shape
+    (see `score_page`; with no items, by the members' metrics). Every backend of the run is shown:
+    member rows carry a backend column, heatmaps label rows ``member [backend]``, corpus figures are
+    per backend."""
+    if shape is None:
+        shape = _report.item_shape(items)
+        if shape == "items" and members is not None:
+            cols = {str(c) for c in members.columns}
+            shape = ("graph" if any(c.endswith("s_f1") and c.startswith("metric.relations") for c in cols)
+                     else "tree" if any(c.endswith("_score") and c != "metric.score" for c in cols) else "items")
+    {"fields": fields_report, "graph": graph_report, "tree": tree_report}.get(shape, items_report)(members, items)
+
+
+def fields_report(members: pd.DataFrame, items: pd.DataFrame) -> None:
+    heading("Members")
+    members_table(members)
+    heading("Field accuracy")
+    para("Share of each member's items for a field whose outcome is `match`.")
+    chart(accuracy_heatmap(_report.field_accuracy(items)),
+          missing="(this task's items have no field/outcome columns: no heatmap)")
+    heading("Outcomes")
+    chart(outcome_distribution(items))
+
+
+def items_report(members: pd.DataFrame, items: pd.DataFrame) -> None:
+    heading("Members")
+    members_table(members)
+    heading("Outcomes")
+    chart(outcome_distribution(items))
+
+
+def graph_report(members: pd.DataFrame, items: pd.DataFrame) -> None:
+    axes = [a for a in ("entities", "relations") if f"metric.{a}_f1" in members.columns]
+    axes += [str(a) for a in (items["axis"].unique() if "axis" in items.columns else [])
+             if str(a) not in axes and str(a) != "summary" and f"metric.{a}_f1" in members.columns]
+    names = {f"{a} {m}": f"{a}_{m}" for a in axes for m in ("precision", "recall", "f1")}
+    if "metric.summary_f1" in members.columns:
+        names["summary f1"] = "summary_f1"
+    names.update({f"judged {a} f1": f"judged_{a}_f1" for a in axes})
+    heading("Members")
+    para(f"Strict precision, recall and F1 per member and backend; {NULL}: undefined (an empty denominator) "
+         "or not judged yet (judged figures stay null until a judge has looked at the result).")
+    table(_member_columns(members, names), empty="(no scored members)")
+    heading("Corpus")
+    para("Per backend. Micro: precision, recall and F1 from the members' summed tp / fp / fn; macro: the mean "
+         "of the members' non-null F1; summary F1: the mean over members whose truth has a summary.")
+    corpus = _report.graph_corpus(members)
+    if corpus.empty:
+        print("(no scored members)")
+    else:
+        cols = ["backend", "members"] + [f"{a}_{m}" for a in axes for m in ("precision", "recall", "f1", "macro_f1")]
+        cols += ["summary_f1", "summary_members"] + [f"judged_{a}_f1" for a in axes]
+        table(_figures_frame(corpus[[c for c in cols if c in corpus.columns]]))
+    heading("F1 by member and axis")
+    chart(score_heatmap(_report.metric_matrix(members, {a: f"{a}_f1" for a in axes + ["summary"]
+                                                       if f"metric.{a}_f1" in members.columns}), "F1"),
+          missing="(no scored members)")
+    heading("Outcomes")
+    chart(outcome_distribution(items))
+
+
+def _report_families(members: pd.DataFrame, items: pd.DataFrame) -> list[str]:
+    names = [str(c)[len("metric."):-len("_score")] for c in members.columns
+             if str(c).startswith("metric.") and str(c).endswith("_score") and str(c) != "metric.score"]
+    return ordered_families((list(items["family"]) if "family" in items.columns else []) + names)
+
+
+def tree_report(members: pd.DataFrame, items: pd.DataFrame) -> None:
+    families = _report_families(members, items)
+    heading("Members")
+    para(f"Each member's score and family scores, per backend; {NULL}: nothing of that family asserted.")
+    table(_member_columns(members, {f: f"{f}_score" for f in families}), empty="(no scored members)")
+    heading("Corpus mean per metric")
+    para("Each metric's mean over the members where it is defined (a null figure is left out, not "
+         "counted as 0), per backend, family by family.")
+    corpus = _report.tree_corpus(members)
+    if corpus.empty:
+        print("(no scored members)")
+    else:
+        order = {f: i for i, f in enumerate(families)}
+
+        def rank(name: str) -> tuple:
+            fam = next((f for f in families if name == f"{f}_score" or name.startswith(f + "_")), None)
+            return (0, 0, "") if name == "score" else (1, order.get(fam, len(order)), 0 if name == f"{fam}_score" else 1)
+
+        names = sorted(corpus.index, key=lambda n: rank(str(n)))  # stable: first-seen order within a family
+        shown = corpus.loc[names].reset_index()
+        table(_figures_frame(shown))
+    heading("Family scores by member")
+    chart(score_heatmap(_report.metric_matrix(members, {f: f"{f}_score" for f in families}), "family score"),
+          missing="(no scored members)")
+    heading("Outcomes")
+    chart(outcome_distribution(items))
+
+
+def trend(run_dir: Any, task: str, metric: str | None = None) -> None:
+    """The task's headline metric over the runs of the run history, per backend (`evalkit.report.run_trend`),
+    or a one-line note while the history holds fewer than two earlier runs of the task."""
+    from .history import trend_chart
+
+    frame, metric, _ = _report.run_trend(run_dir, task, metric)
+    if frame is None:
+        print(f"No trend yet: the run history (index.jsonl beside the run folder) holds fewer than "
+              f"{_report.TREND_MIN_RUNS} earlier runs of this task.")
+        return
+    runs = frame["run_id"].nunique()
+    print(f"{metric}: mean over members, per backend, over {runs} runs (the history and this run)")
+    chart(trend_chart(frame, metric))

@@ -21,6 +21,8 @@ class BackendContext:
 
     expected: Callable[[str], dict[str, Any]] | None = None  # member key -> perfect record (for `fake`)
     member_ids: dict[str, str] = field(default_factory=dict)  # member key -> member id
+    documents: Callable[[str], str] | None = None  # member key -> document text (for `python:` pipelines)
+    tasks: Callable[[str], dict[str, Any]] | None = None  # member key -> task description (for `python:`)
 
 
 def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
@@ -61,9 +63,29 @@ def _predictions(label: str, options: dict[str, str], ctx: BackendContext) -> Ba
     return PredictionsBackend(label, options["dir"], ctx.member_ids)
 
 
+def _resolved(kind: str) -> Callable[[str, dict[str, str], BackendContext], Backend]:
+    """Live and cassette kinds go through `resolve`, so EVALKIT_RECORD_LLM / EVALKIT_REPLAY_LLM and
+    the cassette guards apply to a single backend made here exactly as to a whole run."""
+
+    def factory(label: str, options: dict[str, str], ctx: BackendContext) -> Backend:
+        from .resolve import open_backends, resolve_backends
+
+        if kind == "python":
+            spec = f"python:{options.get('target', '')}"
+        else:
+            spec = kind + (":" + ",".join(f"{k}={v}" for k, v in options.items()) if options else "")
+        return open_backends(resolve_backends([f"{label}={spec}"]), ctx)[0]
+
+    return factory
+
+
 FACTORIES: dict[str, Callable[[str, dict[str, str], BackendContext], Backend]] = {
     "fake": _fake,
     "predictions": _predictions,
+    "anthropic": _resolved("anthropic"),  # anthropic[:model=M]            (evalkit/backends/anthropic.py)
+    "openai": _resolved("openai"),  # openai:url=URL[,model=M,...]      (evalkit/backends/openai.py)
+    "python": _resolved("python"),  # python:MODULE:FUNCTION            (evalkit/backends/pyfunc.py)
+    "cassette": _resolved("cassette"),  # cassette:path=P[,model=M]     (evalkit/cassette.py, replay only)
 }
 
 

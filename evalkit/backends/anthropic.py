@@ -1,0 +1,118 @@
+"""``anthropic[:model=M]`` — Claude through the official ``anthropic`` SDK (Messages API).
+
+The task's JSON Schema is enforced with one forced tool call: a single tool
+``record_extraction`` whose ``input_schema`` is the schema, and
+``tool_choice={"type": "tool", "name": "record_extraction"}``; the tool input
+is the record. Temperature is the task's (0 by default). The installed SDK no
+longer lists ``temperature`` among ``messages.create``'s parameters, so it is
+sent through ``extra_body``; should the API reject it (a 400 naming
+``temperature``) the call is repeated once without it and the backend stops
+sending it (``send_temperature=false`` does that from the start).
+
+The key comes only from ``ANTHROPIC_API_KEY`` and is handed to the SDK
+directly (no profile or credentials-file discovery). The base URL can be
+changed only through the SDK's own ``ANTHROPIC_BASE_URL`` (tests point it at a
+local server). Options: ``model`` (default ``claude-sonnet-5-5``, the newest Sonnet the installed SDK lists), ``timeout``
+(seconds per attempt, default 120), ``max_retries`` (the SDK's retries on
+429/5xx/timeouts, honouring ``retry-after``; default 4), ``send_temperature``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from ..errors import BackendError, UsageError
+from .base import Request
+from .live import Attempt, LiveBackend, option_float, option_int, response_text, short, status_error_body
+
+DEFAULT_MODEL = "claude-sonnet-5-5"
+TOOL_NAME = "record_extraction"
+
+
+class AnthropicBackend(LiveBackend):
+    provider = "anthropic"
+
+    def __init__(self, label: str, model: str = DEFAULT_MODEL, timeout_s: float = 120.0, max_retries: int = 4,
+                 send_temperature: bool = True, prices=None):
+        if not os.environ.get("ANTHROPIC_API_KEY"):
+            raise BackendError("anthropic backend: ANTHROPIC_API_KEY is not set (the key is read from the environment only)")
+        super().__init__(label, f"anthropic:model={model}", model, timeout_s=timeout_s, max_retries=max_retries,
+                         prices=prices)
+        self.send_temperature = send_temperature
+
+    def _make_client(self) -> Any:
+        from anthropic import AsyncAnthropic
+
+        # The key is read at client creation, from the environment only; base_url is left to
+        # the SDK, which honours ANTHROPIC_BASE_URL.
+        return AsyncAnthropic(api_key=os.environ.get("ANTHROPIC_API_KEY"), timeout=self.timeout_s,
+                              max_retries=self.max_retries)
+
+    async def _create(self, request: Request, max_tokens: int) -> Any:
+        tool = {"name": TOOL_NAME, "description": "Record the extracted data. The input must follow the schema exactly.",
+                "input_schema": request.schema}
+        kwargs: dict[str, Any] = {}
+        if self.send_temperature:
+            kwargs["extra_body"] = {"temperature": request.temperature}
+        if request.system:
+            kwargs["system"] = request.system
+        return await self.client().messages.with_raw_response.create(
+            model=self.model, max_tokens=max_tokens, messages=[{"role": "user", "content": request.user}],
+            tools=[tool], tool_choice={"type": "tool", "name": TOOL_NAME}, **kwargs)
+
+    async def _attempt(self, request: Request, max_tokens: int) -> Attempt:
+        import anthropic
+
+        try:
+            try:
+                raw = await self._create(request, max_tokens)
+            except anthropic.BadRequestError as e:
+                if not (self.send_temperature and "temperature" in status_error_body(e).lower()):
+                    raise
+                self.send_temperature = False
+                raw = await self._create(request, max_tokens)
+        except anthropic.APIStatusError as e:
+            body = status_error_body(e)
+            return Attempt(error=f"HTTP {e.status_code} from anthropic: {short(body)}", raw_body=body)
+        except anthropic.APIConnectionError as e:  # includes timeouts
+            detail = f"{type(e).__name__}: {e}"
+            return Attempt(error=detail, raw_body=detail)
+        except anthropic.AnthropicError as e:
+            return Attempt(error=f"{type(e).__name__}: {short(str(e))}", raw_body=str(e))
+        return self._read(await response_text(raw))
+
+    def _read(self, body: str) -> Attempt:
+        try:
+            data = json.loads(body)
+            blocks = data["content"]
+            stop = data.get("stop_reason")
+            usage = data.get("usage") or {}
+            input_tokens = int(usage.get("input_tokens") or 0) + int(usage.get("cache_creation_input_tokens") or 0) \
+                + int(usage.get("cache_read_input_tokens") or 0)
+            output_tokens = int(usage.get("output_tokens") or 0)
+            tool_input = next((b.get("input") for b in blocks if b.get("type") == "tool_use"), None)
+            text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return Attempt(error=f"unreadable response body from anthropic: {short(body, 200)}",
+                           error_class="malformed", raw_body=body)
+        common = dict(finish_reason=stop, truncated=stop == "max_tokens", input_tokens=input_tokens,
+                      output_tokens=output_tokens, model=data.get("model") or None, raw_body=body)
+        if isinstance(tool_input, dict) and stop != "max_tokens":
+            return Attempt(content=json.dumps(tool_input, ensure_ascii=False), record=tool_input, **common)
+        if tool_input is not None:  # cut off (or not an object): keep its text for the failure record
+            return Attempt(content=json.dumps(tool_input, ensure_ascii=False), **common)
+        return Attempt(content=text, **common)
+
+
+def make(label: str, options: dict[str, str]) -> AnthropicBackend:
+    known = {"model", "timeout", "max_retries", "send_temperature"}
+    unknown = set(options) - known
+    if unknown:
+        raise UsageError(f"anthropic backend: unknown option(s) {', '.join(sorted(unknown))} "
+                         f"(known: {', '.join(sorted(known))}; the key comes from ANTHROPIC_API_KEY only)")
+    return AnthropicBackend(label, model=options.get("model") or DEFAULT_MODEL,
+                            timeout_s=option_float(options, "timeout", 120.0),
+                            max_retries=option_int(options, "max_retries", 4),
+                            send_temperature=options.get("send_temperature", "true").lower() in ("1", "true", "yes"))

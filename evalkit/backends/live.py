@@ -1,0 +1,223 @@
+"""What every live (paid, networked) backend shares.
+
+A provider module implements one coroutine, `_attempt(request, max_tokens)`,
+that makes ONE provider call through the official SDK and reports what came
+back as an `Attempt`. `LiveBackend.complete` adds the rest, identically for
+every provider: timing, the single truncation retry with double the budget,
+JSON parsing, token and USD accounting, failure reporting (to the sidecar when
+recording), and turning provider errors into a `Completion` with ``error`` set
+instead of an exception.
+
+SDK clients are bound to the event loop they were first used in; the client is
+created lazily per loop and closed by `aclose`, after which the backend may be
+used again (a new client is made on the next call).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+from urllib.parse import urlsplit, urlunsplit
+
+from ..failures import Failure
+from ..pricing import PriceTable, default_table, request_chars
+from .base import Completion, Request
+from .parse import parse_record
+
+DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_MAX_RETRIES = 4
+
+
+@dataclass
+class Attempt:
+    """One provider call, as the provider module saw it."""
+
+    content: str | None = None  # the model's answer as text (a forced tool's input, as JSON)
+    record: dict[str, Any] | None = None  # a structured answer the SDK already decoded (tool input)
+    finish_reason: str | None = None
+    truncated: bool = False  # stopped at max_tokens
+    input_tokens: int = 0
+    output_tokens: int = 0
+    model: str | None = None  # the model id the provider reports
+    raw_body: str = ""  # the complete HTTP response body (or error text)
+    error: str | None = None  # set when the call failed
+    error_class: str = "http_error"  # "http_error" | "malformed" (unreadable response body)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def redact_url(url: str) -> str:
+    """Drop userinfo, query and fragment: nothing credential-shaped survives into a spec."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable url>"
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def option_float(options: dict[str, str], key: str, default: float) -> float:
+    from ..errors import UsageError
+
+    try:
+        return float(options.get(key, default))
+    except ValueError:
+        raise UsageError(f"backend option {key}={options[key]!r}: expected a number") from None
+
+
+def option_int(options: dict[str, str], key: str, default: int) -> int:
+    from ..errors import UsageError
+
+    try:
+        return int(options.get(key, default))
+    except ValueError:
+        raise UsageError(f"backend option {key}={options[key]!r}: expected an integer") from None
+
+
+_WS = re.compile(r"\s+")
+SECRET_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "OPENAI_ADMIN_KEY")
+_KEY_SHAPED = re.compile(r"\b(sk-[A-Za-z0-9_*\-]{6})[A-Za-z0-9_*\-]{8,}")
+
+
+def scrub(text: str, key_shaped: bool = False) -> str:
+    """Replace the values of the provider key variables (and, with key_shaped, anything that looks
+    like an ``sk-...`` key, e.g. echoed in an error body) before text reaches any artefact."""
+    if not text:
+        return text
+    for var in SECRET_ENV:
+        value = os.environ.get(var)
+        if value and len(value) >= 8 and value in text:
+            text = text.replace(value, f"[{var} redacted]")
+    if key_shaped:
+        text = _KEY_SHAPED.sub(r"\1…[redacted]", text)
+    return text
+
+
+def short(text: str, limit: int = 300) -> str:
+    text = _WS.sub(" ", str(text)).strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+async def response_text(raw: Any) -> str:
+    """The body of an SDK raw response, read in full."""
+    http = raw.http_response
+    try:
+        return http.text
+    except Exception:  # noqa: BLE001 - body not read yet
+        await http.aread()
+        return http.text
+
+
+def status_error_body(err: Any) -> str:
+    """The complete body of a 4xx/5xx response, or the error's own message."""
+    response = getattr(err, "response", None)
+    if response is not None:
+        try:
+            return response.text
+        except Exception:  # noqa: BLE001
+            pass
+    body = getattr(err, "body", None)
+    if body is not None:
+        return body if isinstance(body, str) else json.dumps(body, ensure_ascii=False)
+    return str(err)
+
+
+class LiveBackend:
+    provider = "live"
+
+    def __init__(self, label: str, spec: str, model: str, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 max_retries: int = DEFAULT_MAX_RETRIES, prices: PriceTable | None = None):
+        self.label, self.spec, self.model = label, spec, model
+        self.timeout_s, self.max_retries = timeout_s, max_retries
+        self.prices = prices
+        self.on_failure: Callable[[Failure], None] | None = None  # set by RecordingBackend
+        self._client_obj: Any = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+
+    # -- SDK client lifecycle -------------------------------------------------------------
+    def _make_client(self) -> Any:  # pragma: no cover - each provider overrides
+        raise NotImplementedError
+
+    def client(self) -> Any:
+        loop = asyncio.get_running_loop()
+        if self._client_obj is None or self._client_loop is not loop:
+            self._client_obj, self._client_loop = self._make_client(), loop
+        return self._client_obj
+
+    async def aclose(self) -> None:
+        client, self._client_obj, self._client_loop = self._client_obj, None, None
+        if client is not None:
+            try:
+                await client.close()
+            except Exception:  # noqa: BLE001 - closing must never fail a run
+                pass
+
+    # -- one provider call ----------------------------------------------------------------
+    async def _attempt(self, request: Request, max_tokens: int) -> Attempt:  # pragma: no cover
+        raise NotImplementedError
+
+    # -- the shared policy ----------------------------------------------------------------
+    def _price_table(self) -> PriceTable:
+        return self.prices or default_table()
+
+    def estimate_usd(self, request: Request) -> float:
+        return self._price_table().estimate(self.model, request_chars(request), request.max_tokens)
+
+    def _report(self, request: Request, attempt: Attempt, classification: str, max_tokens: int) -> None:
+        if self.on_failure is None:
+            return
+        self.on_failure(Failure(
+            classification=classification,  # type: ignore[arg-type]
+            raw_body=scrub(attempt.raw_body if attempt.raw_body else (attempt.error or ""),
+                           key_shaped=classification == "http_error"),
+            model=attempt.model or self.model, call_type=request.call_type, member=request.member,
+            finish_reason=attempt.finish_reason, completion_tokens=attempt.output_tokens if not attempt.error else None,
+            max_tokens=max_tokens, ts_ms=int(time.time() * 1000),
+        ))
+
+    async def complete(self, request: Request) -> Completion:
+        started = time.perf_counter()
+        budget = request.max_tokens
+        attempt = await self._attempt(request, budget)
+        calls, tokens_in, tokens_out = 1, attempt.input_tokens, attempt.output_tokens
+        truncated: str | None = None
+        if attempt.error is None and attempt.truncated:
+            self._report(request, attempt, "truncation", budget)
+            budget *= 2
+            attempt = await self._attempt(request, budget)
+            calls += 1
+            tokens_in += attempt.input_tokens
+            tokens_out += attempt.output_tokens
+            truncated = "exhausted" if (attempt.error or attempt.truncated) else "retry_succeeded"
+        latency = time.perf_counter() - started
+        model = attempt.model or self.model
+        usd = self._price_table().cost(self.model, tokens_in, tokens_out)
+        common = dict(model=model, input_tokens=tokens_in, output_tokens=tokens_out, usd=usd, latency_s=latency,
+                      finish_reason=attempt.finish_reason, truncated=truncated, calls=calls)
+        if attempt.error is not None:
+            self._report(request, attempt, attempt.error_class, budget)
+            parse = "malformed" if attempt.error_class == "malformed" else "error"
+            return Completion(record=None, raw=scrub(attempt.raw_body) if attempt.error_class == "malformed" else "",
+                              parse=parse, error=scrub(attempt.error, key_shaped=True), **common)  # type: ignore[arg-type]
+        if attempt.truncated:  # exhausted: the doubled budget was cut off too
+            self._report(request, attempt, "truncation", budget)
+        if attempt.record is not None:
+            record, outcome = attempt.record, "clean"
+            raw = attempt.content if attempt.content is not None else json.dumps(record, ensure_ascii=False)
+        else:
+            raw = attempt.content or ""
+            record, outcome = parse_record(raw)
+        if scrub(raw) != raw:  # a key value echoed in the answer never reaches an artefact
+            raw = scrub(raw)
+            record, outcome = parse_record(raw)
+        if attempt.truncated and outcome == "clean":
+            outcome = "recovered"  # a cut-off answer that still decodes is partial at best
+        if outcome == "malformed" and not attempt.truncated:
+            self._report(request, attempt, "malformed", budget)
+        return Completion(record=record, raw=raw, parse=outcome, **common)  # type: ignore[arg-type]

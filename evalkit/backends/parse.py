@@ -1,0 +1,67 @@
+"""Turning a model's text into a record: ``clean``, ``recovered`` or ``malformed``.
+
+``clean``: the whole text (surrounding whitespace aside) is one JSON object.
+``recovered``: a JSON object was found after repair — a Markdown code fence
+around it, prose before it, prose after it (or several of these).
+``malformed``: no JSON object could be found.
+
+Repair never invents content: it only cuts the text down to one complete JSON
+object that was already there.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+_FENCE = re.compile(r"```[ \t]*(?:json|JSON|javascript|js)?[ \t]*\r?\n?(.*?)```", re.DOTALL)
+_decoder = json.JSONDecoder()
+
+
+def _as_object(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _first_object(text: str) -> dict[str, Any] | None:
+    """The first complete JSON object embedded in `text` (prose around it ignored).
+
+    An object left open until the end of the text (a cut-off answer) ends the
+    search: a complete object nested inside it is not the answer.
+    """
+    end_of_text = len(text.rstrip())
+    start = text.find("{")
+    while start != -1:
+        try:
+            value, _end = _decoder.raw_decode(text, start)
+        except json.JSONDecodeError as e:
+            if e.pos >= end_of_text or e.msg.startswith("Unterminated string"):  # cut off: the rest is inside it
+                return None
+            value = None
+        except (ValueError, RecursionError):
+            value = None
+        if isinstance(value, dict):
+            return value
+        start = text.find("{", start + 1)
+    return None
+
+
+def parse_record(text: str | None) -> tuple[dict[str, Any] | None, str]:
+    """``text`` → (record or None, "clean" | "recovered" | "malformed")."""
+    if not text or not text.strip():
+        return None, "malformed"
+    record = _as_object(text.strip())
+    if record is not None:
+        return record, "clean"
+    for m in _FENCE.finditer(text):
+        record = _as_object(m.group(1).strip()) or _first_object(m.group(1))
+        if record is not None:
+            return record, "recovered"
+    record = _first_object(text)
+    if record is not None:
+        return record, "recovered"
+    return None, "malformed"

@@ -1,0 +1,392 @@
+"""From ``--backend``/``--record`` arguments and the environment to backends — and a plan.
+
+Three steps, the same for a real run and ``--dry-run``:
+
+1. `resolve_backends(backend_args, record_args)` — pure: parses the specs,
+   applies ``--record NAME=PATH`` and ``EVALKIT_RECORD_LLM`` /
+   ``EVALKIT_REPLAY_LLM``, loads the cassettes involved and collects every
+   guard that would abort a run (corrupt or missing cassette, two backends on
+   one cassette, a missing API key). No network, no files written.
+2. `plan(resolved, requests)` — what a run would do: per backend replay or
+   live, records in its cassette, hits and misses, calls that would be made,
+   estimated tokens and USD. Still no network and no files written.
+3. `check_guards(resolved)` then `open_backends(resolved, ctx)` — the real
+   run: raise on the first guard *before any call*, then construct the
+   backends (a recording backend creates its cassette and failure sidecar).
+
+`build_backends` does 1 + 3 in one call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..errors import BackendError, CassetteCorrupt, CassetteError, CassetteMiss, EvalkitError, UsageError
+from ..pricing import PriceTable, default_table, estimate_tokens, request_chars
+from .base import Backend, Request
+
+LIVE_KINDS = ("anthropic", "openai", "python")  # kinds that call something, and can be recorded
+
+
+@dataclass
+class Guard:
+    kind: str  # "corrupt_cassette" | "missing_cassette" | "duplicate_cassette" | "missing_api_key" | "cassette_miss"
+    label: str
+    message: str
+
+    @property
+    def error(self) -> type[EvalkitError]:
+        return {"corrupt_cassette": CassetteCorrupt, "missing_cassette": CassetteError,
+                "duplicate_cassette": CassetteError, "missing_api_key": BackendError,
+                "cassette_miss": CassetteMiss}.get(self.kind, UsageError)
+
+
+@dataclass
+class Resolved:
+    label: str
+    spec: str  # as given on the command line
+    kind: str
+    options: dict[str, str]
+    mode: str  # "live" | "record" | "replay" | "offline"
+    model: str | None  # the model id in cassette keys (None: offline kinds, or a multi-model cassette)
+    provider: str
+    cassette: Path | None = None
+    cassette_obj: Any = None  # evalkit.cassette.Cassette, when loaded
+    via_env: str | None = None  # the env var that chose record/replay
+    guards: list[Guard] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _split_pairs(args: Iterable[str], flag: str) -> list[tuple[str, str]]:
+    out = []
+    for arg in args:
+        name, eq, value = arg.partition("=")
+        if not eq or not name or not value:
+            raise UsageError(f"{flag} {arg!r}: expected NAME=PATH")
+        out.append((name, value))
+    return out
+
+
+def live_model(kind: str, options: Mapping[str, str]) -> str:
+    if kind == "anthropic":
+        from .anthropic import DEFAULT_MODEL
+
+        return options.get("model") or DEFAULT_MODEL
+    if kind == "openai":
+        return options.get("model") or "default"
+    if kind == "python":
+        return f"python:{options.get('target', '')}"
+    return kind
+
+
+def _load(path: Path, r: Resolved, missing_ok: bool) -> None:
+    from ..cassette import Cassette
+
+    try:
+        r.cassette_obj = Cassette.load(path, missing_ok=missing_ok)
+    except CassetteCorrupt as e:
+        r.guards.append(Guard("corrupt_cassette", r.label, str(e)))
+    except CassetteError as e:
+        r.guards.append(Guard("missing_cassette", r.label, str(e)))
+    else:
+        if r.cassette_obj.torn:
+            r.notes.append(r.cassette_obj.torn)
+
+
+def _key_guard(r: Resolved, env: Mapping[str, str]) -> None:
+    if r.mode not in ("live", "record"):
+        return
+    if r.kind == "anthropic" and not env.get("ANTHROPIC_API_KEY"):
+        r.guards.append(Guard("missing_api_key", r.label, f"backend {r.label}: ANTHROPIC_API_KEY is not set"))
+    if r.kind == "openai" and not r.options.get("url") and not env.get("OPENAI_API_KEY"):
+        r.guards.append(Guard("missing_api_key", r.label,
+                              f"backend {r.label}: OPENAI_API_KEY is not set (give url=... for a local server)"))
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _content_sha(path: Path) -> str | None:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return hashlib.sha256(data).hexdigest() if data else None
+
+
+def resolve_backends(backend_args: Sequence[str], record_args: Sequence[str] = (),
+                     env: Mapping[str, str] | None = None) -> list[Resolved]:
+    """Parse and resolve every backend; collect guards. Raises UsageError for an invalid invocation."""
+    from ..cassette import RECORD_ENV, REPLAY_ENV, env_cassette
+    from . import FACTORIES, parse_backend_arg, parse_spec
+
+    env = os.environ if env is None else env
+    env_mode = env_cassette(env)
+    records = dict(_split_pairs(record_args, "--record"))
+    if env_mode and env_mode[0] == "replay" and records:
+        raise UsageError(f"--record and {REPLAY_ENV} contradict each other: record or replay, not both")
+    out: list[Resolved] = []
+    seen: set[str] = set()
+    for arg in backend_args:
+        label, spec = parse_backend_arg(arg)
+        if label in seen:
+            raise UsageError(f"--backend {arg}: the name {label!r} is used twice (give each backend its own NAME=)")
+        seen.add(label)
+        kind, options = parse_spec(spec)
+        if kind not in FACTORIES:
+            raise UsageError(f"backend {label}={spec}: unknown kind {kind!r} (known: {', '.join(sorted(FACTORIES))})")
+        if kind == "cassette":
+            if label in records:
+                raise UsageError(f"--record {label}=...: backend {label} replays a cassette; record a live backend "
+                                 f"(anthropic, openai, python) instead")
+            if not options.get("path"):
+                raise UsageError(f"backend {label}={spec}: give path=PATH")
+            r = Resolved(label, spec, kind, options, "replay", options.get("model") or None, "cassette",
+                         cassette=Path(options["path"]))
+            _load(r.cassette, r, missing_ok=False)
+            if r.model is None and r.cassette_obj is not None:
+                models = r.cassette_obj.models()
+                r.model = models[0] if len(models) == 1 else None
+                if len(models) > 1:
+                    r.notes.append(f"cassette holds {len(models)} models ({', '.join(models)}); "
+                                   f"any of them may answer — give model=M to pin one")
+        elif kind in LIVE_KINDS:
+            model = live_model(kind, options)
+            r = Resolved(label, spec, kind, options, "live", model, kind)
+            if label in records:
+                r.mode, r.cassette = "record", Path(records.pop(label))
+            elif env_mode and env_mode[0] == "record":
+                r.mode, r.cassette, r.via_env = "record", env_mode[1], RECORD_ENV
+            elif env_mode and env_mode[0] == "replay":
+                r.mode, r.cassette, r.via_env = "replay", env_mode[1], REPLAY_ENV
+            if r.mode == "record":
+                _load(r.cassette, r, missing_ok=True)
+            elif r.mode == "replay":
+                _load(r.cassette, r, missing_ok=False)
+            _key_guard(r, env)
+        else:
+            r = Resolved(label, spec, kind, options, "offline", None, kind)
+            if label in records:
+                raise UsageError(f"--record {label}=...: backend {label} ({kind}) makes no model calls; "
+                                 f"only {', '.join(LIVE_KINDS)} backends can be recorded")
+        out.append(r)
+    if records:
+        raise UsageError(f"--record {', '.join(records)}: no --backend with that name")
+    _duplicate_guards(out)
+    return out
+
+
+def _duplicate_guards(resolved: list[Resolved]) -> None:
+    with_cassette = [r for r in resolved if r.cassette is not None]
+    for i, a in enumerate(with_cassette):
+        for b in with_cassette[:i]:
+            if _same_file(a.cassette, b.cassette):
+                why = f"the same file ({a.cassette})"
+            else:
+                sa, sb = _content_sha(a.cassette), _content_sha(b.cassette)
+                if not (sa and sa == sb):
+                    continue
+                why = f"byte-identical files ({b.cassette} and {a.cassette})"
+            a.guards.append(Guard("duplicate_cassette", a.label,
+                                  f"backends {b.label} and {a.label} resolve to {why}: comparing a cassette with "
+                                  f"itself measures nothing — give each backend its own cassette"))
+
+
+def all_guards(resolved: Iterable[Resolved]) -> list[Guard]:
+    return [g for r in resolved for g in r.guards]
+
+
+def check_guards(resolved: Iterable[Resolved], plan_: "Plan | None" = None) -> None:
+    """Raise (before any call) if any guard fires; the error lists every guard, its class is the first's."""
+    guards = all_guards(resolved) + (list(plan_.guards) if plan_ is not None else [])
+    seen, unique = set(), []
+    for g in guards:
+        if (g.kind, g.label, g.message) not in seen:
+            seen.add((g.kind, g.label, g.message))
+            unique.append(g)
+    if unique:
+        raise unique[0].error("\n".join(g.message for g in unique))
+
+
+# -- plan ------------------------------------------------------------------------------------------------
+@dataclass
+class BackendPlan:
+    label: str
+    spec: str
+    kind: str
+    mode: str
+    model: str | None
+    cassette: str | None
+    cassette_records: int | None
+    requests: int
+    replay_hits: int
+    calls: int  # provider calls a run would make (truncation retries not counted)
+    est_input_tokens: int
+    est_output_tokens: int
+    est_usd: float
+    priced: bool
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    backends: list[BackendPlan]
+    guards: list[Guard]
+    price_source: str = "built-in"
+
+    @property
+    def ok(self) -> bool:
+        return not self.guards
+
+    @property
+    def calls(self) -> int:
+        return sum(b.calls for b in self.backends)
+
+    @property
+    def est_usd(self) -> float:
+        return sum(b.est_usd for b in self.backends)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "calls": self.calls, "est_usd": round(self.est_usd, 6), "price_table": self.price_source,
+                "estimate_method": "prompt tokens ~ characters/4; output tokens = max_tokens (an upper bound)",
+                "backends": [asdict(b) for b in self.backends], "guards": [asdict(g) for g in self.guards]}
+
+    def render(self) -> str:
+        out = ["dry run: no calls made"]
+        for b in self.backends:
+            where = f" cassette {b.cassette} ({b.cassette_records} records)" if b.cassette else ""
+            line = f"  {b.label}: {b.mode} {b.spec}{where} — {b.requests} requests"
+            if b.mode in ("replay", "record"):
+                line += f", {b.replay_hits} replayed"
+            if b.mode in ("live", "record"):
+                cost = f"~${b.est_usd:.4f}" if b.priced else "cost unknown (model not in the price table)"
+                line += f", {b.calls} calls, ~{b.est_input_tokens} input + ≤{b.est_output_tokens} output tokens, {cost}"
+            out.append(line)
+            out += [f"      note: {n}" for n in b.notes]
+        out.append(f"  total: {self.calls} provider calls, estimated ≤ ${self.est_usd:.4f} "
+                   f"(prompt tokens estimated as characters/4, output as max_tokens; prices: {self.price_source})")
+        if self.guards:
+            out.append("  a real run would abort:")
+            out += ["    - " + g.message.replace("\n", "\n      ") for g in self.guards]
+        else:
+            out.append("  no guard would abort a real run")
+        return "\n".join(out)
+
+
+def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: PriceTable | None = None) -> Plan:
+    """What a run of `requests` through every resolved backend would do. Makes no calls, writes nothing."""
+    from ..cassette import cassette_key, miss_message
+
+    table = prices or default_table()
+    plans: list[BackendPlan] = []
+    guards = list(all_guards(resolved))
+    for r in resolved:
+        cas = r.cassette_obj
+        counts: Counter = cas.key_counts() if cas is not None else Counter()
+        hits = calls = tok_in = tok_out = 0
+        usd = 0.0
+        misses: list[tuple[Request, str]] = []
+        models = [r.model] if r.model else (cas.models() if cas is not None else [])
+        for req in requests:
+            if r.mode in ("replay", "record") and cas is not None:
+                key = next((k for k in (cassette_key(req, m) for m in models) if counts[k] > 0), None)
+                if key is not None:
+                    counts[key] -= 1
+                    hits += 1
+                    continue
+                if r.mode == "replay":
+                    misses.append((req, cassette_key(req, models[0]) if models else "-"))
+                    continue
+            if r.mode in ("live", "record"):
+                calls += 1
+                chars = request_chars(req)
+                tok_in += estimate_tokens(chars)
+                tok_out += req.max_tokens
+                usd += table.estimate(r.model or "", chars, req.max_tokens) if r.kind != "python" else 0.0
+        priced = r.kind != "python" and table.priced(r.model or "") if r.mode in ("live", "record") else True
+        notes = list(r.notes)
+        if r.via_env:
+            notes.append(f"{r.mode} chosen by {r.via_env}")
+        if r.kind == "python" and r.mode in ("live", "record"):
+            notes.append("a python pipeline's own provider cost is not estimated")
+        if misses and cas is not None:
+            first_req, first_key = misses[0]
+            members = ", ".join(m.member for m, _ in misses[:5]) + (" ..." if len(misses) > 5 else "")
+            guards.append(Guard("cassette_miss", r.label,
+                                f"backend {r.label}: {len(misses)} request(s) not in {r.cassette} ({members})\n"
+                                + miss_message(cas, r.label, first_req, first_key, models[0] if models else None)))
+        plans.append(BackendPlan(
+            label=r.label, spec=_public_spec(r), kind=r.kind, mode=r.mode, model=r.model,
+            cassette=str(r.cassette) if r.cassette else None,
+            cassette_records=len(cas) if cas is not None else (0 if r.cassette else None),
+            requests=len(requests), replay_hits=hits, calls=calls, est_input_tokens=tok_in, est_output_tokens=tok_out,
+            est_usd=usd, priced=priced, notes=notes))
+    return Plan(plans, guards, price_source=table.source)
+
+
+def _public_spec(r: Resolved) -> str:
+    from .live import redact_url
+
+    if r.kind == "openai" and r.options.get("url"):
+        opts = {**r.options, "url": redact_url(r.options["url"])}
+        return "openai:" + ",".join(f"{k}={v}" for k, v in opts.items())
+    return r.spec
+
+
+# -- opening ---------------------------------------------------------------------------------------------
+def _construct_live(r: Resolved, ctx: Any, prices: PriceTable | None) -> Any:
+    if r.kind == "anthropic":
+        from .anthropic import make
+
+        b = make(r.label, r.options)
+    elif r.kind == "openai":
+        from .openai import make
+
+        b = make(r.label, r.options)
+    else:
+        from .pyfunc import make
+
+        b = make(r.label, r.options, ctx)
+    if prices is not None and hasattr(b, "prices"):
+        b.prices = prices
+    return b
+
+
+def open_backends(resolved: Sequence[Resolved], ctx: Any = None, prices: PriceTable | None = None,
+                  check: bool = True) -> list[Backend]:
+    """Construct every backend (after `check_guards`, unless check=False). Recording creates its files here."""
+    from ..cassette import RecordingBackend, ReplayBackend
+    from . import BackendContext, make_backend
+
+    if check:
+        check_guards(resolved)
+    ctx = ctx if ctx is not None else BackendContext()
+    out: list[Backend] = []
+    for r in resolved:
+        if r.mode == "replay":
+            out.append(ReplayBackend(r.label, r.cassette, model=r.model, cassette=r.cassette_obj))
+        elif r.mode == "record":
+            out.append(RecordingBackend(_construct_live(r, ctx, prices), r.cassette, provider=r.provider,
+                                        cassette=r.cassette_obj))
+        elif r.mode == "live":
+            out.append(_construct_live(r, ctx, prices))
+        else:
+            out.append(make_backend(r.label, r.spec, ctx))
+    return out
+
+
+def build_backends(backend_args: Sequence[str], record_args: Sequence[str] = (), ctx: Any = None,
+                   env: Mapping[str, str] | None = None, prices: PriceTable | None = None) -> list[Backend]:
+    """resolve → guards → construct: what a real run calls before its first extraction."""
+    return open_backends(resolve_backends(backend_args, record_args, env), ctx, prices)

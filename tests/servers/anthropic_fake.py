@@ -1,0 +1,63 @@
+"""A fake Anthropic Messages API server (POST /v1/messages).
+
+Default answer: one ``tool_use`` block calling the forced tool with a JSON
+object made from the request, ``stop_reason: "tool_use"``, usage counted as
+characters/4. Scripted actions as in `openai_fake` (``status``/``headers``,
+``delay``, ``raw``), plus ``{"truncate": True}`` (``stop_reason: "max_tokens"``
+with a partial tool input) and ``{"text": "..."}`` (a text block instead of a
+tool call).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Callable
+
+from .httpserver import FakeServer, HTTPRequest, HTTPResponse
+
+
+def default_answer(body: dict[str, Any]) -> dict[str, Any]:
+    user = next((m.get("content", "") for m in reversed(body.get("messages", [])) if m.get("role") == "user"), "")
+    return {"echo": hashlib.sha256(str(user).encode()).hexdigest()[:12], "chars": len(str(user))}
+
+
+class AnthropicFake(FakeServer):
+    def __init__(self, latency: float = 0.0, answer: Callable[[dict[str, Any]], Any] = default_answer):
+        super().__init__(self._handle)
+        self.latency = latency
+        self.answer = answer
+
+    def messages(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return [r.json for r in self.requests if r.path.endswith("/v1/messages")]
+
+    async def _handle(self, req: HTTPRequest, server: FakeServer) -> HTTPResponse:
+        if req.method != "POST" or not req.path.endswith("/v1/messages"):
+            return HTTPResponse(404, {"type": "error", "error": {"type": "not_found_error", "message": req.path}})
+        action = self.next_action()
+        delay = action.get("delay", self.latency)
+        if "status" in action:
+            return HTTPResponse(action["status"], {"type": "error", "error": {
+                "type": "rate_limit_error" if action["status"] == 429 else "api_error",
+                "message": action.get("message", "scripted error")}}, headers=action.get("headers", {}), delay=delay)
+        if "raw" in action:
+            return HTTPResponse(200, action["raw"], delay=delay)
+        body = req.json or {}
+        tool = (body.get("tool_choice") or {}).get("name", "tool")
+        if "text" in action:
+            content = [{"type": "text", "text": action["text"]}]
+            stop = "end_turn"
+        elif action.get("truncate"):
+            content = [{"type": "tool_use", "id": "toolu_fake", "name": tool, "input": {}}]
+            stop = "max_tokens"
+        else:
+            content = [{"type": "tool_use", "id": "toolu_fake", "name": tool, "input": self.answer(body)}]
+            stop = "tool_use"
+        prompt_chars = len(str(body.get("system", ""))) + sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
+        out_chars = len(json.dumps(content))
+        return HTTPResponse(200, {
+            "id": "msg_fake", "type": "message", "role": "assistant", "model": body.get("model", "claude-fake"),
+            "content": content, "stop_reason": stop, "stop_sequence": None,
+            "usage": {"input_tokens": prompt_chars // 4, "output_tokens": out_chars // 4},
+        }, delay=delay)

@@ -1,0 +1,110 @@
+"""The anthropic backend against a local fake Messages API server, through the real SDK."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from evalkit.backends.resolve import build_backends, plan, resolve_backends
+from evalkit.cassette import load_records
+from evalkit.errors import BackendError
+from evalkit.failures import read_failures
+from evalkit.pool import Job, run_jobs
+from servers.fixtures import PLANTED_ANTHROPIC, SCHEMA, _clean_env, ant, req  # noqa: F401 - fixtures
+
+SPEC = "c=anthropic:model=claude-haiku-4-5,timeout=5,max_retries=2"
+
+
+def one(request=None, record: str | None = None, spec: str = SPEC):
+    backends = build_backends([spec], [f"c={record}"] if record else [])
+    return run_jobs([Job(backends[0], request or req())])[0]
+
+
+def test_forced_tool_call_shape_usage_and_cost(ant):
+    c = one()
+    (body,) = ant.messages()
+    assert body["tools"] == [{"name": "record_extraction", "description": body["tools"][0]["description"],
+                              "input_schema": SCHEMA}]
+    assert body["tool_choice"] == {"type": "tool", "name": "record_extraction"}
+    assert body["temperature"] == 0
+    assert body["max_tokens"] == 64 and body["model"] == "claude-haiku-4-5"
+    assert body["system"] == "You extract structured data."
+    assert body["messages"] == [{"role": "user", "content": req().user}]
+    headers = ant.requests[0].headers
+    # this SDK generation sends the key as a bearer token; older ones used x-api-key
+    assert PLANTED_ANTHROPIC in (headers.get("x-api-key"), headers.get("authorization", "").removeprefix("Bearer "))
+    assert "anthropic-version" in headers
+    assert c.error is None and c.parse == "clean" and c.record == json.loads(c.raw)
+    assert c.finish_reason == "tool_use" and c.calls == 1
+    assert c.input_tokens > 0 and c.output_tokens > 0
+    assert c.usd == pytest.approx((c.input_tokens * 1 + c.output_tokens * 5) / 1e6)
+
+
+def test_missing_key_is_a_configuration_error_before_any_call(ant, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    resolved = resolve_backends([SPEC])
+    p = plan(resolved, [req()])  # a dry run names the guard...
+    assert [g.kind for g in p.guards] == ["missing_api_key"] and ant.count == 0
+    with pytest.raises(BackendError, match="ANTHROPIC_API_KEY"):  # ...and a real run stops before calling
+        build_backends([SPEC])
+    assert ant.count == 0
+
+
+def test_429_retry_after_then_overloaded_then_success(ant, tmp_path):
+    ant.script += [{"status": 429, "headers": {"retry-after": "1"}}, {"status": 529}]
+    c = one(record=str(tmp_path / "a.jsonl"))
+    assert c.error is None and ant.count == 3 and c.latency_s >= 0.95
+    assert read_failures(tmp_path / "a.jsonl") == []
+
+
+def test_persistent_errors_become_error_completions(ant, tmp_path):
+    ant.script += [{"status": 500, "headers": {"retry-after-ms": "10"}}] * 3
+    cas = tmp_path / "e.jsonl"
+    c = one(record=str(cas))
+    assert c.record is None and c.error.startswith("HTTP 500") and ant.count == 3  # 1 + max_retries
+    assert [f["classification"] for f in read_failures(cas)] == ["http_error"]
+    assert load_records(cas) == []
+
+
+def test_max_tokens_stop_is_retried_with_double_budget(ant, tmp_path):
+    cas = tmp_path / "t.jsonl"
+    ant.script.append({"truncate": True})
+    c = one(record=str(cas))
+    assert c.truncated == "retry_succeeded" and c.parse == "clean"
+    assert [m["max_tokens"] for m in ant.messages()] == [64, 128]
+    (fail,) = read_failures(cas)
+    assert fail["classification"] == "truncation" and fail["finish_reason"] == "max_tokens"
+
+
+def test_text_instead_of_tool_call_is_repaired_or_malformed(ant, tmp_path):
+    cas = tmp_path / "x.jsonl"
+    ant.script += [{"text": 'Sure! {"echo": "e", "chars": 1} Hope that helps.'}, {"text": "I would rather not."}]
+    backends = build_backends([SPEC], [f"c={cas}"])
+    a, b = run_jobs([Job(backends[0], req("d/a")), Job(backends[0], req("d/b", user="b"))], max_concurrency=1)
+    assert a.parse == "recovered" and a.record == {"echo": "e", "chars": 1}
+    assert b.parse == "malformed" and b.record is None
+    assert [(f["member"], f["classification"]) for f in read_failures(cas)] == [("d/b", "malformed")]
+
+
+def test_temperature_rejection_falls_back_once(ant):
+    ant.script.append({"status": 400, "message": "temperature: unknown parameter for this model"})
+    backends = build_backends([SPEC])
+    out = run_jobs([Job(backends[0], req("d/a")), Job(backends[0], req("d/b", user="b"))], max_concurrency=1)
+    assert all(c.error is None for c in out)
+    assert ["temperature" in m for m in ant.messages()] == [True, False, False]
+
+
+def test_planted_key_never_reaches_artefacts(ant, tmp_path, caplog, capfd):
+    caplog.set_level(logging.DEBUG)
+    cas = tmp_path / "k.jsonl"
+    ant.script += [{"status": 401, "message": f"invalid x-api-key: {PLANTED_ANTHROPIC}"}, {"text": "no json here"},
+                   {"truncate": True}]
+    backends = build_backends([SPEC], [f"c={cas}"])
+    out = run_jobs([Job(backends[0], req(f"d/m{i}", user=f"u{i}")) for i in range(4)], max_concurrency=1)
+    assert PLANTED_ANTHROPIC in json.dumps(ant.requests[0].headers)  # the key was sent...
+    assert len(read_failures(cas)) == 3 and len(load_records(cas)) == 3
+    texts = [p.read_text() for p in tmp_path.iterdir()] + [caplog.text, *capfd.readouterr()]
+    texts += [json.dumps(c.to_json()) for c in out] + [b.spec for b in backends]
+    assert not any("PLANTED" in t for t in texts)  # ...and written nowhere

@@ -1,0 +1,203 @@
+"""The openai: backend against a local fake chat-completions server, through the real SDK."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from evalkit.backends.resolve import build_backends
+from evalkit.cassette import load_records
+from evalkit.failures import read_failures
+from evalkit.pool import Job, run_jobs
+from servers.fixtures import PLANTED_OPENAI, SCHEMA, _clean_env, oai, req  # noqa: F401 - fixtures
+from servers.openai_fake import OpenAIFake
+
+
+def spec(server, extra: str = "") -> str:
+    return f"o=openai:url={server.url}/v1,model=gpt-4o-mini,timeout=5,max_retries=2{extra}"
+
+
+def one(backend_spec: str, request=None, record: str | None = None):
+    backends = build_backends([backend_spec], [f"o={record}"] if record else [])
+    return run_jobs([Job(backends[0], request or req())])[0]
+
+
+def test_request_shape_usage_and_cost(oai, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", PLANTED_OPENAI)
+    c = one(spec(oai))
+    body = oai.completions()[0]
+    assert body["temperature"] == 0
+    assert body["max_tokens"] == 64
+    assert body["model"] == "gpt-4o-mini"
+    assert body["response_format"] == {"type": "json_schema",
+                                       "json_schema": {"name": "extraction", "schema": SCHEMA, "strict": False}}
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]
+    assert oai.requests[0].headers["authorization"] == f"Bearer {PLANTED_OPENAI}"
+    assert c.error is None and c.parse == "clean" and c.record == json.loads(c.raw)
+    assert c.finish_reason == "stop" and c.truncated is None and c.calls == 1
+    prompt_chars = sum(len(m["content"]) for m in body["messages"])
+    assert c.input_tokens == prompt_chars // 4 and c.output_tokens == len(c.raw) // 4 + 1
+    assert c.usd == pytest.approx((c.input_tokens * 0.15 + c.output_tokens * 0.6) / 1e6)
+    assert c.latency_s > 0
+
+
+def test_llama_cpp_dialect_fallback_is_remembered(tmp_path):
+    with OpenAIFake(reject_json_schema=True) as server:
+        backends = build_backends([spec(server)])
+        out = run_jobs([Job(backends[0], req("demo/m1")), Job(backends[0], req("demo/m2", user="other"))],
+                       max_concurrency=1)
+        bodies = server.completions()
+    assert all(c.error is None and c.parse == "clean" for c in out)
+    # one rejected json_schema try (no SDK retries spent on it), then json_object for both members
+    assert [b["response_format"]["type"] for b in bodies] == ["json_schema", "json_object", "json_object"]
+    assert bodies[1]["response_format"]["schema"] == SCHEMA
+    assert backends[0].schema_mode == "json_object"
+
+
+def test_schema_mode_none_sends_no_response_format(oai):
+    one(spec(oai, ",schema_mode=none"))
+    assert "response_format" not in oai.completions()[0]
+
+
+def test_429_with_retry_after_then_success(oai, tmp_path):
+    oai.script.append({"status": 429, "headers": {"retry-after": "1"}})
+    c = one(spec(oai), record=str(tmp_path / "c.jsonl"))
+    assert c.error is None and c.record is not None
+    assert oai.count == 2
+    assert c.latency_s >= 0.95  # the SDK waited as told
+    assert read_failures(tmp_path / "c.jsonl") == []  # retried inside the SDK: not a failed call
+    assert len(load_records(tmp_path / "c.jsonl")) == 1
+
+
+def test_500_then_success(oai):
+    oai.script.append({"status": 500, "message": "upstream hiccup"})
+    c = one(spec(oai))
+    assert c.error is None and oai.count == 2
+
+
+def test_timeout_then_success_and_timeout_exhausted(oai, tmp_path):
+    oai.script.append({"delay": 1.0})
+    c = one(spec(oai).replace("timeout=5", "timeout=0.3"))
+    assert c.error is None and oai.count == 2
+
+    oai.script += [{"delay": 1.0}, {"delay": 1.0}]
+    cas = tmp_path / "t.jsonl"
+    c = one(spec(oai).replace("timeout=5", "timeout=0.2").replace("max_retries=2", "max_retries=1"), record=str(cas))
+    assert c.record is None and c.parse == "error" and "Timeout" in c.error
+    fails = read_failures(cas)
+    assert [f["classification"] for f in fails] == ["http_error"]
+    assert load_records(cas) == []  # a failed call never produces a cassette record
+
+
+def test_http_error_lands_in_sidecar_and_the_run_goes_on(oai, tmp_path):
+    oai.script.append({"status": 400, "message": "bad things " + "x" * 5000})
+    cas = tmp_path / "e.jsonl"
+    backends = build_backends([spec(oai)], [f"o={cas}"])
+    out = run_jobs([Job(backends[0], req("demo/m1")), Job(backends[0], req("demo/m2", user="two"))], max_concurrency=1)
+    assert out[0].error.startswith("HTTP 400") and out[0].record is None
+    assert out[1].error is None and out[1].record is not None
+    (fail,) = read_failures(cas)
+    assert fail["classification"] == "http_error" and fail["member"] == "demo/m1"
+    assert fail["raw_body"].endswith("x" * 5000 + '", "type": "server_error"}}')  # complete, never shortened
+    assert fail["max_tokens"] == 64 and fail["model"] == "gpt-4o-mini" and fail["call_type"] == "extract"
+    assert [r["member"] for r in load_records(cas)] == ["demo/m2"]
+
+
+def test_malformed_body_and_malformed_content(oai, tmp_path):
+    cas = tmp_path / "m.jsonl"
+    oai.script += [{"raw": "<html>502 from a proxy, not JSON"}, {"content": "Sorry, I cannot help with that."}]
+    backends = build_backends([spec(oai)], [f"o={cas}"])
+    a, b = run_jobs([Job(backends[0], req("demo/a")), Job(backends[0], req("demo/b", user="b"))], max_concurrency=1)
+    assert a.record is None and a.parse == "malformed" and a.error.startswith("unreadable response body")
+    assert b.record is None and b.parse == "malformed" and b.error is None
+    fails = read_failures(cas)
+    assert [(f["member"], f["classification"]) for f in fails] == [("demo/a", "malformed"), ("demo/b", "malformed")]
+    assert fails[0]["raw_body"] == "<html>502 from a proxy, not JSON"
+    assert "Sorry, I cannot help" in fails[1]["raw_body"]
+    # the unreadable body is not a model answer: only b (the model's real, malformed answer) is recorded
+    assert [r["member"] for r in load_records(cas)] == ["demo/b"]
+
+
+def test_recovered_from_code_fence_and_prose(oai):
+    oai.script.append({"content": 'Here you go:\n```json\n{"echo": "x", "chars": 3}\n```\nAnything else?'})
+    c = one(spec(oai))
+    assert c.parse == "recovered" and c.record == {"echo": "x", "chars": 3}
+
+
+def test_truncation_retried_once_with_double_budget(oai, tmp_path):
+    cas = tmp_path / "tr.jsonl"
+    oai.script.append({"content": '{"echo": "ab', "finish": "length"})
+    c = one(spec(oai), record=str(cas))
+    assert c.truncated == "retry_succeeded" and c.parse == "clean" and c.calls == 2
+    assert [b["max_tokens"] for b in oai.completions()] == [64, 128]
+    (fail,) = read_failures(cas)
+    assert fail["classification"] == "truncation" and fail["finish_reason"] == "length"
+    assert fail["max_tokens"] == 64 and fail["completion_tokens"] == len('{"echo": "ab') // 4 + 1
+    (rec,) = load_records(cas)
+    assert rec["response"]["truncated"] == "retry_succeeded" and rec["request"]["settings"]["max_tokens"] == 64
+
+
+def test_truncation_exhausted(oai, tmp_path):
+    cas = tmp_path / "tx.jsonl"
+    oai.script += [{"content": '{"echo": "ab', "finish": "length"}, {"content": '{"echo": "abcd', "finish": "length"}]
+    c = one(spec(oai), record=str(cas))
+    assert c.truncated == "exhausted" and c.record is None and c.parse == "malformed" and c.calls == 2
+    assert [f["max_tokens"] for f in read_failures(cas)] == [64, 128]
+    assert all(f["classification"] == "truncation" for f in read_failures(cas))
+
+
+def test_no_key_and_no_url_is_a_configuration_error():
+    from evalkit.errors import BackendError
+
+    with pytest.raises(BackendError, match="OPENAI_API_KEY"):
+        build_backends(["o=openai:model=gpt-4o"])
+
+
+def test_planted_key_never_reaches_artefacts(oai, tmp_path, monkeypatch, caplog, capfd):
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("OPENAI_API_KEY", PLANTED_OPENAI)
+    cas = tmp_path / "k.jsonl"
+    oai.script += [{"status": 401, "message": f"Incorrect API key provided: {PLANTED_OPENAI}"},
+                   {"content": "prose only"}, {"status": 403, "message": "key sk-proj-PLANTED-other12345678 blocked"}]
+    backends = build_backends([spec(oai)], [f"o={cas}"])
+    out = run_jobs([Job(backends[0], req(f"demo/m{i}", user=f"u{i}")) for i in range(4)], max_concurrency=1)
+    assert oai.requests[0].headers["authorization"].endswith(PLANTED_OPENAI)  # it was used...
+    texts = [p.read_text() for p in tmp_path.iterdir()] + [caplog.text, *capfd.readouterr()]
+    texts += [json.dumps(c.to_json()) for c in out] + [backends[0].spec]
+    assert any("prose only" in t for t in texts) and len(read_failures(cas)) == 3
+    assert "Incorrect API key provided: [OPENAI_API_KEY redacted]" in read_failures(cas)[0]["raw_body"]
+    assert not any(PLANTED_OPENAI in t or "PLANTED" in t for t in texts)  # ...and written nowhere
+
+
+def test_spec_hides_url_credentials():
+    from evalkit.backends.openai import make
+
+    b = make("o", {"url": "http://user:secret@127.0.0.1:9/v1?token=abc", "model": "m"})
+    assert "secret" not in b.spec and "token" not in b.spec and "127.0.0.1:9/v1" in b.spec
+
+
+def test_many_concurrent_calls_share_one_pool():
+    with OpenAIFake(latency=0.2) as server:
+        backends = build_backends([spec(server)])
+        t0 = time.perf_counter()
+        out = run_jobs([Job(backends[0], req(f"demo/m{i}", user=f"doc {i}")) for i in range(32)], max_concurrency=16)
+        wall = time.perf_counter() - t0
+    assert all(c.error is None for c in out)
+    assert [c.record["chars"] for c in out] == [len(f"doc {i}") for i in range(32)]  # job order kept
+    assert wall < 1.0  # two waves of 0.2 s, not 32
+
+
+def test_newer_models_parameter_adaptation_is_remembered(oai):
+    oai.script += [{"status": 400, "message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                                              "Use 'max_completion_tokens' instead."},
+                   {"status": 400, "message": "Unsupported value: 'temperature' does not support 0 with this model."}]
+    backends = build_backends([spec(oai)])
+    out = run_jobs([Job(backends[0], req("d/a")), Job(backends[0], req("d/b", user="b"))], max_concurrency=1)
+    assert all(c.error is None for c in out)
+    last = oai.completions()[-1]
+    assert last["max_completion_tokens"] == 64 and "max_tokens" not in last and "temperature" not in last
+    assert oai.count == 4  # two rejected, then one call per member
