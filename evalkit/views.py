@@ -279,10 +279,12 @@ def _outcome_scale(values: Iterable[str]) -> Any:
 # --------------------------------------------------------------------------- items
 
 def items_frame(items: Any) -> pd.DataFrame:
-    """The item table (a ScoreResult, its items, or a DataFrame) as a DataFrame."""
+    """The item table (a ScoreResult, its JSON form, its items, or a DataFrame) as a DataFrame."""
     if isinstance(items, pd.DataFrame):
         return items
-    if hasattr(items, "items") and not isinstance(items, Mapping) and not callable(items.items):
+    if isinstance(items, Mapping):
+        items = items.get("items")  # score.json
+    elif hasattr(items, "items") and not callable(items.items):
         items = items.items  # a ScoreResult
     return pd.DataFrame(list(items or []))
 
@@ -447,10 +449,12 @@ def _problems_first(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _outcome_summary(df: pd.DataFrame) -> str:
-    if "outcome" not in df.columns:
-        return f"{len(df)} item(s)"
+    """"12 items (10 matched, 1 missed, 1 spurious)"."""
+    n = f"{len(df)} item{'' if len(df) == 1 else 's'}"
+    if "outcome" not in df.columns or df.empty:
+        return n
     counts = df["outcome"].map(str).value_counts()
-    return f"{len(df)} item(s): " + ", ".join(f"{counts[o]} {o}" for o in _outcome_domain(counts.index) if o in counts)
+    return n + " (" + ", ".join(f"{counts[o]} {o}" for o in _outcome_domain(counts.index) if o in counts) + ")"
 
 
 # --------------------------------------------------------------------------- score page: by item shape
@@ -475,7 +479,7 @@ def fields_view(result: Any, items: pd.DataFrame | None = None) -> None:
     heading("Gate")
     gate(result)
     heading("Mismatches")
-    para("Every item whose outcome is not `match`, with the reason.")
+    para("Every item whose outcome is not match, with the scorer's reason.")
     mismatches(items)
     heading("Outcomes by field")
     chart(field_outcome_chart(items))
@@ -502,13 +506,22 @@ def items_view(result: Any, items: pd.DataFrame | None = None) -> None:
 
 # --------------------------------------------------------------------------- graph view
 
-GRAPH_ITEM_COLUMNS = ["key", "expected", "extracted", "outcome", "reason", "score"]
+GRAPH_ITEM_COLUMNS = ["key", "expected", "extracted", "outcome", "judged", "reason", "score"]
 
 
 def _axes(items: pd.DataFrame, metrics: Mapping[str, Any]) -> list[str]:
     seen = list(dict.fromkeys(str(a) for a in items["axis"])) if "axis" in items.columns else []
     from_metrics = [k[: -len("_f1")] for k in metrics if k.endswith("_f1") and not k.startswith("judged_")]
     return list(dict.fromkeys(seen + from_metrics))
+
+
+def _compact(value: Any) -> Any:
+    """An item as one line: a structure's values joined by " · " (``Orla Fenwick · place of birth · Cork``)."""
+    if isinstance(value, Mapping):
+        return " · ".join(fmt(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return " · ".join(fmt(v) for v in value)
+    return value
 
 
 def graph_axis_table(metrics: Mapping[str, Any], axes: Iterable[str]) -> pd.DataFrame:
@@ -534,6 +547,11 @@ def graph_view(result: Any, items: pd.DataFrame | None = None) -> None:
     para("Strict: items match when their normalized keys are equal. Judged: an LLM judge's verdicts, "
          f"{NULL} until a judge has looked at this result (never 0). The summary is scored by token F1 alone.")
     table(graph_axis_table(metrics, axes))
+    shown = {f"{p}{a}_{m}" for p in ("", "judged_") for a in axes
+             for m in ("precision", "recall", "f1", "tp", "fp", "fn")}
+    others = {k: v for k, v in metrics.items() if k not in shown}
+    if others:
+        print(" · ".join(f"{k} {figure(v)}" for k, v in others.items()))
     if (_get(result, "details") or {}).get("gate") is not None:
         heading("Gate")
         gate(result)
@@ -542,11 +560,18 @@ def graph_view(result: Any, items: pd.DataFrame | None = None) -> None:
     chart(field_outcome_chart(items))
     heading("Items")
     para("One table per axis, problems (missed, spurious) first, with the scorer's reason.")
-    for axis in axes:
-        rows = items[items["axis"].map(str) == axis] if "axis" in items.columns else items.iloc[0:0]
+    if "axis" not in items.columns or items.empty:
+        print("(no items)")
+    for axis in [a for a in axes if "axis" in items.columns and (items["axis"].map(str) == a).any()]:
+        rows = items[items["axis"].map(str) == axis]
         heading(f"{axis}: {_outcome_summary(rows)}", 3)
-        cols = [c for c in GRAPH_ITEM_COLUMNS if c in rows.columns and (c != "score" or rows[c].notna().any())]
-        table(_problems_first(rows), cols, empty=f"(no {axis} items)")
+        cols = [c for c in GRAPH_ITEM_COLUMNS
+                if c in rows.columns and (c not in ("score", "judged") or rows[c].notna().any())]
+        shown = _problems_first(rows).copy()
+        for c in ("key", "expected", "extracted"):
+            if c in shown.columns:
+                shown[c] = [_compact(v) for v in shown[c]]
+        table(shown, cols, empty=f"(no {axis} items)")
         note = _set_aside_line(rows)
         if note:
             print(note)
@@ -625,8 +650,9 @@ def family_score_chart(scores: Mapping[str, Any], families: list[str] | None = N
     data["label"] = [f"{NULL} nothing asserted" if _is_null(v) else f"{v:.3f}" for v in data["score"]]
     data["x"] = data["score"].fillna(0.0)
     y = alt.Y("family:N", sort=families, title=None)
-    bars = alt.Chart(data).mark_bar(color="#4c78a8").encode(
-        y=y, x=alt.X("x:Q", title="family score", scale=alt.Scale(domain=[0, 1])))
+    bars = alt.Chart(data).mark_bar().encode(
+        y=y, x=alt.X("x:Q", title="family score", scale=alt.Scale(domain=[0, 1])),
+        color=alt.Color("x:Q", scale=alt.Scale(domain=[0, 1], scheme="redyellowgreen"), legend=None))
     labels = alt.Chart(data).mark_text(align="left", dx=4, fontSize=11).encode(y=y, x="x:Q", text="label:N")
     return (bars + labels).properties(width=360)
 
@@ -733,6 +759,14 @@ def tree_view(result: Any, items: pd.DataFrame | None = None) -> None:
          "family; matched links green, missed yellow (dashed), spurious purple.")
     chart(edge_graph_chart(details.get("edges") or []), missing="(no links were scored)")
 
+    columns = [c for c in TREE_ITEM_COLUMNS if c in items.columns]
+    sites = items["site"].dropna().map(str).unique() if "site" in items.columns else []
+    intro = ("One section per family follows: its figures, then its items (problems first), then the items "
+             "it set aside by design (ignored, excluded: counted toward nothing), if any.")
+    if len(sites) == 1:
+        columns.remove("site")  # one site: named once, not on every row
+        intro += f" Every item is of the site {sites[0]}."
+    para(intro)
     for fam in families:
         rows = items[items["family"].map(str) == fam] if "family" in items.columns else items.iloc[0:0]
         heading(f"{fam}: score {figure(metrics.get(f'{fam}_score'))}")
@@ -741,13 +775,12 @@ def tree_view(result: Any, items: pd.DataFrame | None = None) -> None:
         if others:
             print(" · ".join(f"{k} {figure(v)}" for k, v in others.items()))
         counted = rows[~rows["outcome"].isin(SET_ASIDE)] if "outcome" in rows.columns else rows
-        heading(f"items: {_outcome_summary(rows)}", 3)
-        table(_problems_first(counted), [c for c in TREE_ITEM_COLUMNS if c in rows.columns],
-              empty=f"(no {fam} items counted)")
+        heading(f"{fam} items: {_outcome_summary(rows)}", 3)
+        table(_problems_first(counted), columns, empty=f"(no {fam} items counted)")
         aside = _report.set_aside_rows(rows)
         if not aside.empty:
-            heading(f"set aside ({len(aside)}): counted toward nothing, not problems", 3)
-            set_aside(aside, [c for c in TREE_ITEM_COLUMNS if c in rows.columns])
+            heading(f"{fam} items set aside: {len(aside)} (counted toward nothing: not problems)", 3)
+            set_aside(aside, columns)
 
 
 # --------------------------------------------------------------------------- report page
@@ -829,7 +862,10 @@ def score_heatmap(matrix: pd.DataFrame | None, title: str = "score") -> Any:
     nulls = base.transform_filter("datum.value === null").mark_rect(color="#eeeeee")
     rect = base.transform_filter("datum.value !== null").mark_rect().encode(
         color=alt.Color("value:Q", scale=alt.Scale(domain=[0, 1], scheme="redyellowgreen"), title=title))
-    label = base.mark_text(fontSize=10).encode(text="label:N")
+    label = base.mark_text(fontSize=10).encode(
+        text="label:N",
+        color=alt.condition("datum.value !== null && (datum.value >= 0.8 || datum.value <= 0.2)",
+                            alt.value("white"), alt.value("black")))
     return (nulls + rect + label).properties(width=alt.Step(64), height=alt.Step(20))
 
 
@@ -880,7 +916,7 @@ def fields_report(members: pd.DataFrame, items: pd.DataFrame) -> None:
     heading("Members")
     members_table(members)
     heading("Field accuracy")
-    para("Share of each member's items for a field whose outcome is `match`.")
+    para("Share of each member's items for a field whose outcome is match.")
     chart(accuracy_heatmap(_report.field_accuracy(items)),
           missing="(this task's items have no field/outcome columns: no heatmap)")
     heading("Outcomes")
@@ -892,6 +928,24 @@ def items_report(members: pd.DataFrame, items: pd.DataFrame) -> None:
     members_table(members)
     heading("Outcomes")
     chart(outcome_distribution(items))
+
+
+def graph_corpus_table(corpus: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
+    """`evalkit.report.graph_corpus` as rows of backend × axis: members with a figure, micro precision /
+    recall / F1, macro F1 and the judged F1 (the summary: its mean token F1 as the macro figure)."""
+    rows = []
+    for rec in corpus.to_dict("records"):
+        for axis in axes:
+            rows.append({"backend": rec["backend"], "axis": axis, "members": figure(rec.get(f"{axis}_members")),
+                         "micro precision": figure(rec.get(f"{axis}_precision")),
+                         "micro recall": figure(rec.get(f"{axis}_recall")),
+                         "micro f1": figure(rec.get(f"{axis}_f1")), "macro f1": figure(rec.get(f"{axis}_macro_f1")),
+                         "judged f1": figure(rec.get(f"judged_{axis}_f1"))})
+        if "summary_f1" in rec:
+            rows.append({"backend": rec["backend"], "axis": "summary", "members": figure(rec.get("summary_members")),
+                         "micro precision": NULL, "micro recall": NULL, "micro f1": NULL,
+                         "macro f1": figure(rec.get("summary_f1")), "judged f1": NULL})
+    return pd.DataFrame(rows)
 
 
 def graph_report(members: pd.DataFrame, items: pd.DataFrame) -> None:
@@ -907,15 +961,10 @@ def graph_report(members: pd.DataFrame, items: pd.DataFrame) -> None:
          "or not judged yet (judged figures stay null until a judge has looked at the result).")
     table(_member_columns(members, names), empty="(no scored members)")
     heading("Corpus")
-    para("Per backend. Micro: precision, recall and F1 from the members' summed tp / fp / fn; macro: the mean "
-         "of the members' non-null F1; summary F1: the mean over members whose truth has a summary.")
-    corpus = _report.graph_corpus(members)
-    if corpus.empty:
-        print("(no scored members)")
-    else:
-        cols = ["backend", "members"] + [f"{a}_{m}" for a in axes for m in ("precision", "recall", "f1", "macro_f1")]
-        cols += ["summary_f1", "summary_members"] + [f"judged_{a}_f1" for a in axes]
-        table(_figures_frame(corpus[[c for c in cols if c in corpus.columns]]))
+    para("Per backend and axis. Micro: precision, recall and F1 from the members' summed tp / fp / fn; macro: "
+         "the mean of the members' non-null F1 (members: how many had one; for the summary, the mean token F1 "
+         f"over members whose truth has a summary); judged: {NULL} until a judge has looked at the results.")
+    table(graph_corpus_table(_report.graph_corpus(members), axes), empty="(no scored members)")
     heading("F1 by member and axis")
     chart(score_heatmap(_report.metric_matrix(members, {a: f"{a}_f1" for a in axes + ["summary"]
                                                        if f"metric.{a}_f1" in members.columns}), "F1"),
@@ -930,6 +979,21 @@ def _report_families(members: pd.DataFrame, items: pd.DataFrame) -> list[str]:
     return ordered_families((list(items["family"]) if "family" in items.columns else []) + names)
 
 
+def tree_corpus_table(corpus: pd.DataFrame, families: list[str]) -> pd.DataFrame:
+    """The metric × backend means of `evalkit.report.tree_corpus` laid out like a family's figures:
+    a row per backend, family and measure, a column per statistic, the family score on its first row."""
+    rows = []
+    for backend in corpus.columns:
+        means = corpus[backend].to_dict()
+        for fam in families:
+            figs, _ = family_figures(means, fam)
+            for i, r in enumerate(figs.to_dict("records")):
+                rows.append({"backend": str(backend), "family": fam if i == 0 else "",
+                             "family score": figure(means.get(f"{fam}_score")) if i == 0 else "", **r})
+    cols = ["backend", "family", "family score", "measure"] + [s for s in STATS if any(s in r for r in rows)]
+    return pd.DataFrame(rows, columns=cols).fillna("")
+
+
 def tree_report(members: pd.DataFrame, items: pd.DataFrame) -> None:
     families = _report_families(members, items)
     heading("Members")
@@ -937,20 +1001,17 @@ def tree_report(members: pd.DataFrame, items: pd.DataFrame) -> None:
     table(_member_columns(members, {f: f"{f}_score" for f in families}), empty="(no scored members)")
     heading("Corpus mean per metric")
     para("Each metric's mean over the members where it is defined (a null figure is left out, not "
-         "counted as 0), per backend, family by family.")
+         f"counted as 0), per backend, family by family; {NULL}: defined for no member.")
     corpus = _report.tree_corpus(members)
     if corpus.empty:
         print("(no scored members)")
     else:
-        order = {f: i for i, f in enumerate(families)}
-
-        def rank(name: str) -> tuple:
-            fam = next((f for f in families if name == f"{f}_score" or name.startswith(f + "_")), None)
-            return (0, 0, "") if name == "score" else (1, order.get(fam, len(order)), 0 if name == f"{fam}_score" else 1)
-
-        names = sorted(corpus.index, key=lambda n: rank(str(n)))  # stable: first-seen order within a family
-        shown = corpus.loc[names].reset_index()
-        table(_figures_frame(shown))
+        table(tree_corpus_table(corpus, families))
+        for backend in corpus.columns:
+            means = corpus[backend].to_dict()
+            others = {k: v for f in families for k, v in family_figures(means, f)[1].items()}
+            if others:
+                print(f"{backend}: " + " · ".join(f"{k} {figure(v)}" for k, v in others.items()))
     heading("Family scores by member")
     chart(score_heatmap(_report.metric_matrix(members, {f: f"{f}_score" for f in families}), "family score"),
           missing="(no scored members)")
