@@ -51,3 +51,15 @@ def make_corpus(root: Path, members: int = 2) -> Path:
         add_member(task_dir, f"m{i}", f"Account ACC-{i:03d} pays a rate of 0.{i + 5}.\n",
                    {"account_id": f"ACC-{i:03d}", "rate": float(f"0.{i + 5}")})
     return corpus
+
+
+def cli(*args):
+    """Invoke the `evalkit` command group in-process; re-raise anything but SystemExit."""
+    from click.testing import CliRunner
+
+    from evalkit.cli import main
+
+    res = CliRunner().invoke(main, [str(a) for a in args])
+    if res.exception is not None and not isinstance(res.exception, SystemExit):
+        raise res.exception
+    return res

@@ -11,11 +11,9 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from corpus_factory import add_member, write_yaml
+from corpus_factory import add_member, cli, write_yaml
 from evalkit.band import README_END, README_START, compute_band, render_markdown
-from evalkit.board_cli import COMMANDS
 from evalkit.regress import bootstrap_ci, compare, direction, sign_flip_p
 
 TASK = {
@@ -32,16 +30,6 @@ TASK = {
 }
 MEMBERS = ("m0", "m1", "m2")
 
-
-def cli(*args):
-    from evalkit.cli import _Group, main
-
-    group = main if all(c.name in main.commands for c in COMMANDS) else \
-        _Group(name="evalkit", commands={c.name: c for c in COMMANDS})
-    res = CliRunner().invoke(group, [str(a) for a in args])
-    if res.exception is not None and not isinstance(res.exception, SystemExit):
-        raise res.exception
-    return res
 
 
 def truth(i: int) -> dict:

@@ -7,26 +7,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click.testing import CliRunner
 
-from corpus_factory import TASK, add_member, write_yaml
-from evalkit.board_cli import COMMANDS, report_byom
+from corpus_factory import TASK, add_member, cli, write_yaml
+from evalkit.board_cli import report_byom
 from evalkit.publish import render_byom_html
 from evalkit.scoreboard import load_board
 from evalkit.sources import SIDECAR
 
 MARKER = "ZQX-MARKER-7731"
 
-
-def cli(*args):
-    from evalkit.cli import _Group, main
-
-    group = main if all(c.name in main.commands for c in COMMANDS) else \
-        _Group(name="evalkit", commands={c.name: c for c in COMMANDS})
-    res = CliRunner().invoke(group, [str(a) for a in args])
-    if res.exception is not None and not isinstance(res.exception, SystemExit):
-        raise res.exception
-    return res
 
 
 def private_member(task_dir: Path, member: str, i: int, *, provenance: dict | None = None) -> Path:

@@ -6,25 +6,13 @@ import json
 import shutil
 
 import pytest
-from click.testing import CliRunner
 
 import evalkit.backends
-import evalkit.pipeline
-from corpus_factory import make_corpus
-from evalkit.board_cli import COMMANDS
+import evalkit.backends.resolve
+from corpus_factory import cli, make_corpus
 from evalkit.rescore import rescore
 from evalkit.scoreboard import load_board
 
-
-def cli(*args):
-    from evalkit.cli import _Group, main
-
-    group = main if all(c.name in main.commands for c in COMMANDS) else \
-        _Group(name="evalkit", commands={c.name: c for c in COMMANDS})
-    res = CliRunner().invoke(group, [str(a) for a in args])
-    if res.exception is not None and not isinstance(res.exception, SystemExit):
-        raise res.exception
-    return res
 
 
 def run_blocks(text: str) -> list[str]:
@@ -59,7 +47,8 @@ def no_backends(monkeypatch):
         raise AssertionError("rescore constructed a backend")
 
     monkeypatch.setattr(evalkit.backends, "make_backend", boom)
-    monkeypatch.setattr(evalkit.pipeline, "make_backend", boom)
+    monkeypatch.setattr(evalkit.backends.resolve, "open_backends", boom)
+    monkeypatch.setattr(evalkit.backends.resolve, "build_backends", boom)
     for kind in list(evalkit.backends.FACTORIES):
         monkeypatch.setitem(evalkit.backends.FACTORIES, kind, boom)
     return calls

@@ -5,24 +5,12 @@ from __future__ import annotations
 import json
 import os
 
-from click.testing import CliRunner
 
-from corpus_factory import make_corpus
-from evalkit.board_cli import COMMANDS
+from corpus_factory import cli, make_corpus
 from evalkit.history import read_history
 from evalkit.pipeline import read_json
 from evalkit.sweep import SWEEP_JSON, SweepOptions, sweep
 
-
-def cli(*args):
-    from evalkit.cli import _Group, main
-
-    group = main if all(c.name in main.commands for c in COMMANDS) else \
-        _Group(name="evalkit", commands={c.name: c for c in COMMANDS})
-    res = CliRunner().invoke(group, [str(a) for a in args])
-    if res.exception is not None and not isinstance(res.exception, SystemExit):
-        raise res.exception
-    return res
 
 
 def mtimes(root):
