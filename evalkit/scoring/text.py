@@ -27,7 +27,7 @@ def normalize(text: object) -> str:
 
 @lru_cache(maxsize=1)
 def _inflect():
-    import inflect  # imported lazily: ~0.2 s, only scorers that fold need it
+    import inflect  # imported lazily: only scorers that fold need it
 
     return inflect.engine()
 
