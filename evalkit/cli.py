@@ -105,7 +105,11 @@ def print_summary(result) -> None:
 
 
 def _run(corpus, sources, tasks, only, backends, out, threshold, workers, max_concurrency, html,
-         update_board=False, board=None, record=(), dry_run=False, max_usd=None, prices=None) -> None:
+         update_board=False, board=None, record=(), dry_run=False, max_usd=None, prices=None,
+         exit: bool = True, **judging) -> int:
+    """Run and print the summary; exit with the run's code (or return it, with exit=False).
+
+    `judging`: judge, judge_mode, judge_cache, ontology, ontology_mode (RunOptions fields)."""
     from .history import append_history
     from .runner import RunOptions, run
     from .scoreboard import board_path, update_scoreboard
@@ -114,7 +118,7 @@ def _run(corpus, sources, tasks, only, backends, out, threshold, workers, max_co
         corpus=corpus or DEFAULT_CORPUS, sources=sources_dir(sources), tasks=list(tasks) or None,
         only=list(only) or None, backends=[parse_backend_arg(b) for b in backends],
         out=out, threshold=threshold, max_concurrency=max_concurrency, html=html,
-        record=list(record), dry_run=dry_run, max_usd=max_usd, prices=prices,
+        record=list(record), dry_run=dry_run, max_usd=max_usd, prices=prices, **judging,
     )
     if workers:
         opts.workers = workers
@@ -126,6 +130,9 @@ def _run(corpus, sources, tasks, only, backends, out, threshold, workers, max_co
             bar.close()
     if result.plan is not None:
         click.echo(result.plan.render())
+        if judging.get("judge"):
+            click.echo(f"  judge: {judging['judge']} ({judging.get('judge_mode') or 'reference'}): its calls depend on "
+                       f"the extractions and are not counted above; cached in its judge cache")
         sys.exit(result.exit_code)
     print_summary(result)
     try:
@@ -136,6 +143,8 @@ def _run(corpus, sources, tasks, only, backends, out, threshold, workers, max_co
         path = board or board_path(opts.corpus)
         entries = update_scoreboard(result, path, corpus=opts.corpus, sources=opts.sources)
         click.echo(f"Scoreboard: {len(entries)} entries written to {path}")
+    if not exit:
+        return result.exit_code
     sys.exit(result.exit_code)
 
 
@@ -153,6 +162,23 @@ RUN_OPTIONS = [
                  help="Write the scored entries to the corpus's scoreboard.json."),
     click.option("--board", type=click.Path(path_type=Path), default=None,
                  help="Scoreboard file (default: <corpus>/scoreboard.json)."),
+]
+
+
+JUDGE_OPTIONS = [
+    click.option("--judge", default=None, metavar="SPEC",
+                 help="Judge backend (any backend spec: anthropic[:model=M] for the hosted default, openai:url=U, "
+                      "python:M:F, cassette:path=P): judged metrics, and pairwise judging with --judge-mode."),
+    click.option("--judge-mode", type=click.Choice(["reference", "pairwise", "both"]), default=None,
+                 help="reference (default): judge the strict pass's leftovers against the truth; pairwise: blind "
+                      "A/B comparison of every pair of backends; both."),
+    click.option("--judge-cache", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                 help="The judge's cassette (default: judge-cache.jsonl beside the run folder): re-runs reuse it."),
+    click.option("--ontology", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                 help="Ontology YAML (entity_types, relation_types): its vocabulary is added to the prompt."),
+    click.option("--ontology-mode", type=click.Choice(["open", "strict"]), default=None,
+                 help="open: preferred labels; strict: only these labels, plus vocabulary_compliance "
+                      "(default: the file's mode:, else strict). Needs --ontology."),
 ]
 
 
@@ -174,12 +200,55 @@ def _apply(options):
 @click.option("--max-usd", type=click.FloatRange(0), default=None, help="Stop before a call would pass this spend.")
 @click.option("--prices", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Price table (YAML/JSON) overriding the built-in one (or $EVALKIT_PRICES).")
+@_apply(JUDGE_OPTIONS)
 @_apply(RUN_OPTIONS)
 def run_cmd(backends, record, dry_run, max_usd, prices, corpus, sources, tasks, only, out, threshold, workers,
-            max_concurrency, html, update_board, board):
+            max_concurrency, html, update_board, board, judge, judge_mode, judge_cache, ontology, ontology_mode):
     """Extract, score and report every selected member; exit 0 only if all pass."""
     _run(corpus, sources, tasks, only, backends or default_backends(), out, threshold, workers, max_concurrency,
-         html, update_board, board, record, dry_run, max_usd, prices)
+         html, update_board, board, record, dry_run, max_usd, prices, judge=judge, judge_mode=judge_mode,
+         judge_cache=judge_cache, ontology=ontology, ontology_mode=ontology_mode)
+
+
+@main.command("compare")
+@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--backend", "backends", multiple=True, metavar="NAME=SPEC",
+              help="Run these backends into RUN_DIR first (as `evalkit run --out RUN_DIR`), then compare.")
+@click.option("--record", multiple=True, metavar="NAME=PATH", help="As for `evalkit run` (with --backend).")
+@click.option("--max-usd", type=click.FloatRange(0), default=None, help="As for `evalkit run` (with --backend).")
+@click.option("--show", "show", multiple=True, metavar="NAME",
+              help="Only these backends in the comparison (repeatable; default: every backend of the run).")
+@_apply(JUDGE_OPTIONS)
+@CORPUS
+@SOURCES
+@click.option("--task", "tasks", multiple=True, help="Task id (repeatable; default: every graph task of the run).")
+@click.option("--only", multiple=True, help="With --backend: only this member id (repeatable).")
+@click.option("--workers", type=click.IntRange(1), default=None, help="Notebook processes (default: cores).")
+@click.option("--max-concurrency", type=click.IntRange(1), default=8, help="Concurrent backend calls.")
+def compare_cmd(run_dir, backends, record, max_usd, show, judge, judge_mode, judge_cache, ontology, ontology_mode,
+                corpus, sources, tasks, only, workers, max_concurrency):
+    """Render compare.ipynb (and its HTML) for a run: backends side by side, pairwise win rates.
+
+    With --backend, the run is made first (with --judge/--judge-mode/--ontology as given)."""
+    from .compare import compare_run
+
+    code = EXIT_OK
+    if backends:
+        code = _run(corpus, sources, tasks, only, backends, run_dir, None, workers, max_concurrency, True, record=record,
+             max_usd=max_usd, exit=False, judge=judge, judge_mode=judge_mode, judge_cache=judge_cache,
+             ontology=ontology, ontology_mode=ontology_mode)
+    else:
+        if not run_dir.is_dir():
+            raise UsageError(f"{run_dir}: run folder not found (give --backend to make the run first)")
+        given = [n for n, v in (("--judge", judge), ("--judge-mode", judge_mode), ("--judge-cache", judge_cache),
+                                ("--ontology", ontology), ("--ontology-mode", ontology_mode), ("--only", only),
+                                ("--record", record)) if v]
+        if given:
+            raise UsageError(f"{', '.join(given)} only apply when the run is made here: add --backend")
+    pages = compare_run(run_dir, list(tasks) or None, list(show) or None, workers=workers)
+    for page in pages:
+        click.echo(f"Comparison: {page}")
+    sys.exit(code)  # the run's own exit code when it was made here (1: a member failed its verdict)
 
 
 @main.command("score")

@@ -47,14 +47,18 @@ def read_json(path: Path) -> Any:
         raise CorpusError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
 
 
-def render_request(task: Task, member: Member, document: Document) -> Request:
+def render_request(task: Task, member: Member, document: Document, ontology: Any = None) -> Request:
+    """The extraction request. `ontology` (`evalkit.ontology.Ontology`, --ontology) appends its
+    vocabulary to the user prompt; without one the prompt is the task's, byte for byte."""
+    from .ontology import inject
+
     prompt = task.spec.prompt
     return Request(
         member=member.key,
         call_type="extract",
         system=prompt.system,
         # Only {document} is substituted: documents may contain braces of their own.
-        user=prompt.user.replace("{document}", document.text),
+        user=inject(prompt.user.replace("{document}", document.text), ontology),
         schema=task.spec.output_schema,
         max_tokens=task.spec.settings.max_tokens,
         temperature=task.spec.settings.temperature,
@@ -93,12 +97,16 @@ def backend_context(members: list[Member], sources: Path | None,
                           documents=document, tasks=task)
 
 
-def extraction_record(member: Member, backend: Backend, request: Request, completion: Completion) -> dict[str, Any]:
-    """What extraction.json holds: the record plus the run block behind it."""
+def extraction_record(member: Member, backend: Backend, request: Request, completion: Completion,
+                      ontology: Any = None) -> dict[str, Any]:
+    """What extraction.json holds: the record plus the run block behind it (and, under --ontology,
+    the ontology its prompt carried, so the notebooks render the same request)."""
     run = completion.to_json()
     record = run.pop("record")
     raw = run.pop("raw")
+    extra = {"ontology": ontology.to_json()} if ontology is not None else {}
     return {
+        **extra,
         "member": member.key,
         "backend": {"label": backend.label, "spec": backend.spec, "model": completion.model or backend.model},
         "request_sha256": request_sha(request),
@@ -140,8 +148,14 @@ def extract_member(task: str, member: str, backend: str = "fake", corpus: str | 
     request = render_request(m.task, m, document)
     label, spec = parse_backend_arg(backend)
     path = Path(out) / EXTRACTION
+    ontology = None
     if path.exists():
         existing = read_json(path)
+        if existing.get("ontology"):  # extracted under --ontology: its prompt carried the vocabulary
+            from .ontology import Ontology
+
+            ontology = Ontology.from_json(existing["ontology"])
+            request = render_request(m.task, m, document, ontology)
         if existing.get("request_sha256") == request_sha(request) and existing["backend"]["spec"] == spec:
             return existing
     from .backends.resolve import build_backends
@@ -154,7 +168,7 @@ def extract_member(task: str, member: str, backend: str = "fake", corpus: str | 
         finally:
             await b.aclose()
 
-    data = extraction_record(m, b, request, run_sync(once()))
+    data = extraction_record(m, b, request, run_sync(once()), ontology)
     write_json(path, data)
     return data
 
@@ -169,7 +183,10 @@ def score_member(task: str, member: str, corpus: str | Path | None = None,
     src = sources_dir(sources)
     document = read_document(check_integrity(m, src))
     extraction = read_json(Path(out) / EXTRACTION)
-    result = score_record(m, extraction.get("record"), document, src, threshold)
+    from .judge import load_judgments
+
+    result = score_record(m, extraction.get("record"), document, src, threshold,
+                          judgments=load_judgments(out, extraction), ontology=extraction.get("ontology"))
     payload = result.to_json()
     payload.update(member=m.key, backend=extraction["backend"], run=extraction["run"])
     write_json(Path(out) / SCORE, payload)
@@ -177,10 +194,19 @@ def score_member(task: str, member: str, corpus: str | Path | None = None,
 
 
 def score_record(member: Member, record: dict[str, Any] | None, document: Document,
-                 sources: Path | None, threshold: float | None = None) -> ScoreResult:
+                 sources: Path | None, threshold: float | None = None, judgments: dict[str, Any] | None = None,
+                 ontology: dict[str, Any] | None = None) -> ScoreResult:
+    """`judgments`: the judge's verdicts on this extraction (judgments.json, `evalkit.judge`), for the
+    judged metrics; `ontology`: the ontology its prompt carried (extraction.json's ``ontology``).
+    Each reaches the scorer through ``ctx.extra`` only when given."""
     task = member.task
+    extra: dict[str, Any] = {"task_dir": str(task.dir), "scope": member.manifest.scope}
+    if judgments is not None:
+        extra["judgments"] = judgments
+    if ontology is not None:
+        extra["ontology"] = ontology
     ctx = ScoreContext(
         task_id=task.id, member_id=member.id, source_text=document.text, options=task.options,
-        threshold=task.spec.threshold if threshold is None else threshold, extra={"task_dir": str(task.dir), "scope": member.manifest.scope},
+        threshold=task.spec.threshold if threshold is None else threshold, extra=extra,
     )
     return task.scorer.score(record, member.load_truth(sources), ctx)

@@ -1,5 +1,6 @@
 """`evalkit run`: integrity gate → backends → one concurrent extraction pool →
-extract/score notebooks per member → report notebook per task → HTML.
+judge phase (with --judge: `evalkit.judge`) → extract/score notebooks per member →
+report notebook per task → HTML.
 
 Each phase leaves files in the run folder (an extraction.json is written the
 moment its call completes), so a failure anywhere keeps what was done before it.
@@ -19,7 +20,7 @@ from typing import Any, Callable
 from . import __version__
 from .corpus import Member, Task, load_member, load_tasks
 from .errors import (EXIT_BACKEND, EXIT_CASSETTE, EXIT_FAILED, EXIT_INTEGRITY, EXIT_OK, CassetteError, CorpusError,
-                     EvalkitError, IntegrityError, SourceMissing)
+                     EvalkitError, IntegrityError, SourceMissing, UsageError)
 from .pipeline import EXTRACTION, SCORE, backend_context, extraction_record, read_json, render_request, write_json
 from .sources import Document, check_integrity, read_document, sha256_file
 
@@ -44,6 +45,11 @@ class RunOptions:
     prices: Path | None = None
     notebooks: bool = True  # False: score in-process (no papermill, no HTML) — `sweep --no-notebooks`
     report: bool = True  # run report.ipynb per task
+    judge: str | None = None  # --judge SPEC (evalkit.judge)
+    judge_mode: str | None = None  # --judge-mode reference|pairwise|both (default reference)
+    judge_cache: Path | None = None  # --judge-cache PATH (default <run folder's parent>/judge-cache.jsonl)
+    ontology: Path | None = None  # --ontology PATH (evalkit.ontology)
+    ontology_mode: str | None = None  # --ontology-mode open|strict
 
 
 @dataclass
@@ -139,25 +145,39 @@ def run(opts: RunOptions, progress: Callable[[str, int], Callable[[], Any]] | No
     from .pool import Job, run_pool
     from .pricing import PriceTable
 
+    from . import judge as judging
+    from .ontology import load_ontology
+
+    ontology = load_ontology(opts.ontology, opts.ontology_mode)  # usage errors before anything else
+    judge_mode = judging.check_mode(opts.judge_mode, opts.judge)
+    if opts.judge is None and opts.judge_cache is not None:
+        raise UsageError("--judge-cache needs --judge SPEC")
     tasks = load_tasks(opts.corpus, opts.tasks)
     members = select_members(tasks, opts.only)
     labels = [label for label, _ in opts.backends]
     if len(set(labels)) != len(labels):
         raise EvalkitError(f"backend names must be unique: {', '.join(labels)}")
+    if opts.judge and judge_mode != "reference" and len(labels) < 2:
+        raise UsageError(f"--judge-mode {judge_mode}: pairwise judging needs at least two --backend")
     # Resolving reads cassettes and the environment only: no call, no file written.
     resolved = resolve_backends([f"{label}={spec}" for label, spec in opts.backends], opts.record)
+    run_dir = Path(opts.out or Path("runs") / default_run_id(labels))
+    judge_resolved = (judging.resolve_judge(judging.JudgeConfig(opts.judge, judge_mode, opts.judge_cache), run_dir,
+                                            resolved) if opts.judge else None)
     outcomes: list[Outcome] = []
     cleared = gate_members(members, opts.sources, outcomes, labels)
     documents: dict[str, Document] = {m.key: read_document(paths) for m, paths in cleared}
-    requests = [render_request(m.task, m, documents[m.key]) for m, _ in cleared]
+    requests = [render_request(m.task, m, documents[m.key], ontology) for m, _ in cleared]
     prices = PriceTable(path=opts.prices) if opts.prices else None
     the_plan = plan(resolved, requests, prices)
-    run_dir = Path(opts.out or Path("runs") / default_run_id(labels))
+    if judge_resolved is not None:
+        the_plan.guards += judge_resolved.guards
     if opts.dry_run:
         return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), plan=the_plan)
     if not cleared:  # nothing passed the gate: construct no backend at all
         return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order))
-    check_guards(resolved, the_plan)  # corrupt / shared cassettes, replay misses, missing keys: before any call
+    # corrupt / shared cassettes, replay misses, missing keys (the judge's too): before any call
+    check_guards(resolved + ([judge_resolved] if judge_resolved else []), the_plan)
 
     run_dir.mkdir(parents=True, exist_ok=True)
     ctx = backend_context([m for m, _ in cleared], opts.sources, documents)
@@ -168,18 +188,37 @@ def run(opts: RunOptions, progress: Callable[[str, int], Callable[[], Any]] | No
             jobs.append(Job(b, request))
             homes.append(Home(m, b.label, run_dir / m.task.id / m.id / b.label))
     home_of = {id(j): h for j, h in zip(jobs, homes)}
+    for h in homes:  # verdicts of an earlier run in this folder never carry over
+        judging.clear(h.dir)
+    for t in tasks:
+        (run_dir / t.id / judging.PAIRWISE_FILE).unlink(missing_ok=True)
 
     def keep(job: Job, completion) -> None:  # write each extraction as soon as it exists
         write_json(home_of[id(job)].dir / EXTRACTION, extraction_record(home_of[id(job)].member, job.backend,
-                                                                         job.request, completion))
+                                                                         job.request, completion, ontology))
 
     tick = progress("extracting", len(jobs)) if progress else None
     try:
-        run_pool(jobs, opts.max_concurrency, on_done=keep, progress=(lambda *a: tick()) if tick else None,
-                 max_usd=opts.max_usd)
+        pool = run_pool(jobs, opts.max_concurrency, on_done=keep, progress=(lambda *a: tick()) if tick else None,
+                        max_usd=opts.max_usd)
     except CassetteError as e:
         # A miss stops the run at once; every extraction finished so far is already on disk.
         raise type(e)(f"{e}\n(extractions finished before the miss are kept in {run_dir})") from None
+
+    judge_info = None
+    if judge_resolved is not None:
+        from .backends import BackendContext
+
+        # A python: judge gets the document and the rendered judge prompts (not the task's extraction prompts).
+        judge_backend = open_backends([judge_resolved], BackendContext(documents=ctx.documents), prices,
+                                      check=False)[0]
+        left = None if opts.max_usd is None else max(0.0, opts.max_usd - pool.spent_usd)
+        phase = judging.judge_phase(run_dir, [judging.Home(h.member, h.label, h.dir) for h in homes], documents,
+                                    judge_backend, judge_mode, labels, opts.sources, opts.threshold,
+                                    opts.max_concurrency, left, progress, judge_resolved.cassette)
+        judge_info = {"spec": judge_backend.spec, "model": judge_backend.model, "mode": judge_mode,
+                      "cache": str(judge_resolved.cassette) if judge_resolved.cassette else None,
+                      "requests": phase.requests, "calls": phase.calls, "replayed": phase.replayed}
 
     write_json(run_dir / RUN_JSON, {
         "evalkit_version": __version__,
@@ -193,6 +232,9 @@ def run(opts: RunOptions, progress: Callable[[str, int], Callable[[], Any]] | No
                          if r.cassette and Path(r.cassette).is_file() else {})}
                      for b, r in zip(backends, resolved)],
         "members": [m.key for m, _ in cleared],
+        "ontology_mode": ontology.mode if ontology else "freeform",
+        **({"ontology": ontology.to_json()} if ontology else {}),
+        **({"judge": judge_info} if judge_info else {}),
     })
     if opts.notebooks:
         outcomes += _score_in_notebooks(homes, tasks, run_dir, opts, progress)
@@ -202,6 +244,8 @@ def run(opts: RunOptions, progress: Callable[[str, int], Callable[[], Any]] | No
             render_run(run_dir)
     else:
         outcomes += _score_in_process(homes, documents, opts)
+    if judge_resolved is not None:
+        judging.print_messages(phase.messages)
     return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order))
 
 
@@ -261,7 +305,10 @@ def _score_in_process(homes: list[Home], documents: dict[str, Document], opts: R
         extraction = read_json(h.dir / EXTRACTION)
         m = h.member
         try:
-            result = score_record(m, extraction.get("record"), documents[m.key], opts.sources, opts.threshold)
+            from .judge import load_judgments
+
+            result = score_record(m, extraction.get("record"), documents[m.key], opts.sources, opts.threshold,
+                                  judgments=load_judgments(h.dir, extraction), ontology=extraction.get("ontology"))
         except EvalkitError:
             raise
         except Exception as e:  # noqa: BLE001 - a scorer crash fails this member only

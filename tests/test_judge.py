@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from corpus_factory import cli  # noqa: F401  (also used by test_ontology, test_compare)
 from evalkit.backends.base import Completion
 from evalkit.cassette import load_records, make_record
 from evalkit.corpus import DEFAULT_CORPUS, load_task
@@ -152,18 +153,6 @@ def evalkit(*args, cwd=ROOT, env=None):
                           cwd=cwd, env=full)
 
 
-def cli(*args):
-    """`evalkit` in-process (click's runner): exit code and output, for usage errors."""
-    from click.testing import CliRunner
-
-    from evalkit.cli import main
-
-    res = CliRunner().invoke(main, [str(a) for a in args])
-    if res.exception is not None and not isinstance(res.exception, SystemExit):
-        raise res.exception
-    return res
-
-
 def metrics_of(result) -> dict:
     return {(o.member, o.backend): o.metrics for o in result.outcomes}
 
@@ -296,13 +285,14 @@ def test_judge_cache_second_run_makes_zero_judge_calls(tmp_path, ant):
     assert ant.count == 2 * calls
 
 
-def test_a_judge_error_leaves_that_axis_null(tmp_path, ant):
+def test_a_judge_error_leaves_that_axis_null(tmp_path, ant, capsys):
     ant.answer = anthropic_answer
     ant.script += [{"status": 400, "message": "bad request"}] * 20  # not retried: every judge call fails
     result = run_graph(tmp_path / "runs" / "err", two_cassettes(tmp_path), judge="anthropic:model=claude-judge")
     alpha = metrics_of(result)[("orla-fenwick", "alpha")]
     assert alpha["judged_entities_f1"] is None and alpha["entities_f1"] is not None
     assert not load_records(tmp_path / "runs" / "judge-cache.jsonl")  # errors are never cached
+    assert "judgment(s) failed" in capsys.readouterr().err
 
 
 def test_verdicts_of_an_earlier_run_are_not_inherited(tmp_path):

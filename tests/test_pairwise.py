@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from evalkit import pairwise
-from evalkit.corpus import DEFAULT_CORPUS, load_task
 from evalkit.errors import CassetteError
 from evalkit.judge import PAIRWISE_FILE
 from servers.fixtures import *  # noqa: F401,F403

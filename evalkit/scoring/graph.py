@@ -33,8 +33,15 @@ is empty (no extracted item, no true item, neither), never 0 or 1.
 Headline score: the relations F1 (strict); ``passed`` is ``score >=
 threshold`` (task.yaml's `threshold`), None when the score is null.
 
-Judged metrics (``judged_<axis>_precision|recall|f1``) are reported as null:
-no judge has looked at this result. A judge pass fills them in later.
+Judged metrics (``judged_<axis>_precision|recall|f1``) are null unless a judge
+has looked at this result: the judge phase (`evalkit.judge`, ``evalkit run
+--judge``) writes judgments.json beside extraction.json and the pipeline hands
+it over as ``ctx.extra["judgments"]``. They are computed here, purely, from the
+strict matches plus the judge-accepted (missed, spurious) pairs — each row used
+at most once, and only pairs whose keys the strict pass really left unmatched.
+
+Under ``--ontology`` in strict mode (``ctx.extra["ontology"]``) the result also
+carries ``vocabulary_compliance`` (`evalkit.ontology.compliance`).
 """
 
 from __future__ import annotations
@@ -302,10 +309,75 @@ def score(extraction: dict[str, Any] | None, truth: GraphTruth, ctx: ScoreContex
 
     for name in JUDGED:
         metrics[name] = None  # no judge has looked at this result; never 0
+    judgments = (ctx.extra or {}).get("judgments")
+    if judgments is not None:
+        _apply_judgments(items, metrics, judgments, notes)
+    ontology = (ctx.extra or {}).get("ontology")
+    if ontology:
+        details["ontology_mode"] = ontology.get("mode")
+        if ontology.get("mode") == "strict":
+            from ..ontology import Ontology, compliance
+
+            figures = compliance(record, Ontology.from_json(ontology))
+            metrics["vocabulary_compliance"] = figures["vocabulary_compliance"]
+            details["vocabulary"] = {k: v for k, v in figures.items() if k != "vocabulary_compliance"}
 
     headline = metrics["relations_f1"]
     passed = None if headline is None else headline >= ctx.threshold
     return ScoreResult(score=headline, passed=passed, metrics=metrics, items=items, notes=notes, details=details)
+
+
+def _canon(key: Any) -> str:
+    import json
+
+    return json.dumps(key, sort_keys=True, ensure_ascii=False)
+
+
+def _apply_judgments(items: list[dict[str, Any]], metrics: dict[str, Any], judgments: dict[str, Any],
+                     notes: list[str]) -> None:
+    """Judged P/R/F1 per axis: strict tp/fp/fn with every judge-accepted (missed, spurious) pair moved to tp.
+
+    Every entity and relation row gets a ``judged`` column: ``matched`` (strict), ``accepted`` (the
+    judge paired it) or ``rejected`` (still unmatched); the summary row gets null. An axis the judge
+    could not decide (``status: error``) keeps null judged metrics.
+    """
+    axes = judgments.get("axes") or {}
+    for row in items:
+        row["judged"] = None if row["axis"] == "summary" else ("matched" if row["outcome"] == "matched" else "rejected")
+    for axis in SET_AXES:
+        verdicts = axes.get(axis)
+        if verdicts is None:
+            continue
+        if verdicts.get("status") == "error":
+            notes.append(f"judge: {axis} not judged ({verdicts.get('error') or 'judge error'}); judged metrics null")
+            continue
+        rows = [r for r in items if r["axis"] == axis]
+        missed = {_canon(r["key"]): r for r in rows if r["outcome"] == "missed"}
+        spurious = {_canon(r["key"]): r for r in rows if r["outcome"] == "spurious"}
+        accepted = 0
+        for pair in verdicts.get("accepted") or []:
+            m, s = missed.pop(_canon(pair.get("expected_key")), None), spurious.pop(_canon(pair.get("extracted_key")), None)
+            if m is None or s is None:  # stale, repeated or not a strict leftover: never counted
+                for key, row, pool in ((pair.get("expected_key"), m, missed), (pair.get("extracted_key"), s, spurious)):
+                    if row is not None:
+                        pool[_canon(key)] = row
+                continue
+            accepted += 1
+            why = f": {pair['reason']}" if pair.get("reason") else ""
+            m["judged"] = s["judged"] = "accepted"
+            m["reason"] += f" (judge: the same as extracted {_show(s['extracted'])}{why})"
+            s["reason"] += f" (judge: the same as true {_show(m['expected'])}{why})"
+        tp, fp, fn = (int(metrics[f"{axis}_{c}"]) for c in ("tp", "fp", "fn"))
+        judged = PRF(tp + accepted, fp - accepted, fn - accepted)
+        for name, value in judged.metrics(f"judged_{axis}").items():
+            metrics[name] = value
+        metrics[f"judged_{axis}_accepted"] = accepted
+
+
+def _show(item: Any) -> str:
+    if isinstance(item, dict):
+        return repr(" / ".join(str(v) for v in item.values()))
+    return repr(item)
 
 
 def corpus_metrics(results: Iterable[ScoreResult]) -> dict[str, float | int | None]:
@@ -315,7 +387,10 @@ def corpus_metrics(results: Iterable[ScoreResult]) -> dict[str, float | int | No
     (``<axis>_precision`` …). Macro: the mean of the members' non-null F1
     (``<axis>_macro_f1``), with the number of members that had one
     (``<axis>_members``). ``summary_f1`` is the mean over members whose truth
-    has a summary (null when none has). Judged metrics stay null.
+    has a summary (null when none has). Judged micro precision / recall / F1
+    (``judged_<axis>_*``) from the members' judged tp/fp/fn — only when every
+    member was judged on that axis (else null, never 0), with
+    ``judged_<axis>_members`` the number judged.
     """
     results = list(results)
     out: dict[str, float | int | None] = {"members": len(results)}
@@ -330,6 +405,12 @@ def corpus_metrics(results: Iterable[ScoreResult]) -> dict[str, float | int | No
     out["summary_members"] = len(summaries)
     for name in JUDGED:
         out[name] = None
+    for axis in SET_AXES:
+        judged = [r for r in results if r.metrics.get(f"judged_{axis}_tp") is not None]
+        out[f"judged_{axis}_members"] = len(judged)
+        if judged and len(judged) == len(results):
+            prf = PRF(*(sum(int(r.metrics[f"judged_{axis}_{c}"]) for r in judged) for c in ("tp", "fp", "fn")))
+            out.update({k: v for k, v in prf.metrics(f"judged_{axis}").items() if not k.endswith(("_tp", "_fp", "_fn"))})
     return out
 
 
