@@ -373,7 +373,7 @@ def compare_run(run_dir: str | Path, tasks: list[str] | None = None, backends: l
     """Execute compare.ipynb per task and render its HTML; returns the HTML pages."""
     from .errors import EvalkitError
     from .execute import execute
-    from .render import render_notebook
+    from .render import render_index, render_notebook
 
     run_dir = Path(run_dir)
     tasks = tasks or graph_tasks(run_dir)
@@ -384,4 +384,6 @@ def compare_run(run_dir: str | Path, tasks: list[str] | None = None, backends: l
     failed = [r for r in results if not r.ok]
     if failed:
         raise EvalkitError("compare notebook failed: " + "; ".join(f"{r.job.output}: {r.error}" for r in failed))
-    return [render_notebook(j.output) for j in jobs]
+    pages = [render_notebook(j.output) for j in jobs]
+    render_index(run_dir)  # link the comparison from the run's index page
+    return pages

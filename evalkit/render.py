@@ -258,8 +258,11 @@ def render_index(run_dir: str | Path) -> Path:
         if not rows and not has_report:
             continue
         out.append(f"<h2>{e(task_dir.name)}</h2>")
-        if has_report:
-            out.append(f'<p><a href="{_href(task_dir.name, "report.html")}">task report</a></p>')
+        links = [f'<a href="{_href(task_dir.name, page + ".html")}">{label}</a>'
+                 for page, label in (("report", "task report"), ("compare", "backend comparison"))
+                 if (task_dir / f"{page}.html").is_file() or (task_dir / f"{page}.ipynb").is_file()]
+        if links:
+            out.append(f"<p>{' · '.join(links)}</p>")
         out.append("<table><thead><tr><th>member</th><th>backend</th><th>score</th><th>verdict</th>"
                    "<th>pages</th></tr></thead><tbody>")
         for r in rows:

@@ -252,8 +252,9 @@ def settings_of(member: Member | None, run_json: Mapping[str, Any]) -> dict[str,
         for k, v in member.task.spec.settings.model_dump().items():
             if v != default.get(k):
                 out[k] = v
-    if run_json.get("threshold") is not None:
-        out["threshold"] = run_json["threshold"]
+    threshold = run_json.get("parameters", {}).get("threshold")
+    if threshold is not None:
+        out["threshold"] = threshold
     return out
 
 
