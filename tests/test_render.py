@@ -6,6 +6,7 @@ import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
+import IPython.display
 import pandas as pd
 
 from conftest import HOSTILE_FIELD, HOSTILE_IMG, HOSTILE_SCRIPT, TASK_ID
@@ -122,7 +123,7 @@ def test_views_escape_tables_and_draw_static_charts(monkeypatch):
     df = pd.DataFrame([{"field": HOSTILE_FIELD, "outcome": "mismatch", "weight": 2, "expected": {"a": [1]},
                         "extracted": HOSTILE_SCRIPT, "reason": "x" * 500}])
     shown = []
-    monkeypatch.setattr(views, "display", lambda data, **kw: shown.append((data, kw)))  # no kernel here
+    monkeypatch.setattr(IPython.display, "display", lambda data, **kw: shown.append((data, kw)))  # no kernel here
     views.table(df)
     views.chart(views.field_outcome_chart(df))
     html = shown[0][0]["text/html"]

@@ -8,6 +8,7 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
+import IPython.display
 import pandas as pd
 import pytest
 
@@ -27,9 +28,9 @@ class Page:
     def __init__(self, monkeypatch, capsys, draw: bool = False) -> None:
         self.shown: list[dict] = []
         self.capsys = capsys
-        monkeypatch.setattr(views, "display", lambda data, **kw: self.shown.append(data))
+        monkeypatch.setattr(IPython.display, "display", lambda data, **kw: self.shown.append(data))
         if not draw:  # charts cost a vl-convert call each: record the chart objects instead
-            monkeypatch.setattr(views, "chart", lambda c, missing="": self.shown.append({"chart": c}))
+            monkeypatch.setattr(views.charts, "chart", lambda c, missing="": self.shown.append({"chart": c}))
 
     @property
     def html(self) -> str:
@@ -161,14 +162,17 @@ def test_dispatch_picks_the_view_of_the_item_shape(monkeypatch, columns, shape):
     assert report.item_shape(pd.DataFrame([columns])) == shape
     assert report.item_shape([columns]) == shape
     called = []
-    for name in ("fields_view", "graph_view", "tree_view", "items_view"):
-        monkeypatch.setattr(views, name, lambda result, items, name=name: called.append(name))
+    modules = {"fields": views.fields, "graph": views.graph, "tree": views.tree, "items": views.generic}
+    for shape_name, module in modules.items():
+        name = f"{shape_name}_view"
+        monkeypatch.setattr(module, name, lambda result, items, name=name: called.append(name))
     views.score_page(ScoreResult(score=None, passed=None, metrics={}, items=[columns]))
     assert called == [{"fields": "fields_view", "graph": "graph_view", "tree": "tree_view",
                        "items": "items_view"}[shape]]
     reports = []
-    for name in ("fields_report", "graph_report", "tree_report", "items_report"):
-        monkeypatch.setattr(views, name, lambda members, items, name=name: reports.append(name))
+    for shape_name, module in modules.items():
+        name = f"{shape_name}_report"
+        monkeypatch.setattr(module, name, lambda members, items, name=name: reports.append(name))
     views.report_page(pd.DataFrame(), pd.DataFrame([columns]))
     assert reports == [called[0].replace("_view", "_report")]
 
