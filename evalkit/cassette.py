@@ -80,6 +80,15 @@ def rfc3339_now() -> str:
 
 
 # -- records ---------------------------------------------------------------------------------------------
+def stored_user_prompt(request: Request) -> str:
+    """The user prompt as a cassette stores it: a withheld document replaced by its sha256."""
+    if not request.withheld:
+        return request.user
+    digest = hashlib.sha256(request.withheld.encode("utf-8")).hexdigest()
+    return request.user.replace(request.withheld, f"[document withheld: {len(request.withheld)} characters, "
+                                                  f"sha256 {digest}; its source is not redistributed here]")
+
+
 def make_record(request: Request, model: str, provider: str, completion: Completion) -> dict[str, Any]:
     response: dict[str, Any] = {
         "content": completion.raw,
@@ -94,7 +103,7 @@ def make_record(request: Request, model: str, provider: str, completion: Complet
     return {
         "key": cassette_key(request, model), "call_type": request.call_type, "provider": provider, "model": model,
         "member": request.member, "timestamp": rfc3339_now(),
-        "request": {"system": request.system, "user": request.user, "schema": request.schema,
+        "request": {"system": request.system, "user": stored_user_prompt(request), "schema": request.schema,
                     "settings": {"max_tokens": request.max_tokens, "temperature": float(request.temperature)}},
         "response": response,
     }
@@ -226,7 +235,7 @@ class Cassette:
         pool = [r for r in self.records if r.get("call_type") == request.call_type] or self.records
         if not pool:
             return None
-        target = request.user
+        target = stored_user_prompt(request)  # compare like with like: stored prompts withhold documents
 
         def prompt(r: dict[str, Any]) -> str:
             return str((r.get("request") or {}).get("user", ""))
@@ -283,7 +292,7 @@ def miss_message(cassette: Cassette, label: str, request: Request, key: str, mod
         lines.append(f"  nearest recorded request: member {rec.get('member', '?')} ({rec.get('call_type')}, model "
                      f"{rec.get('model')}, recorded {rec.get('timestamp', '?')}), user prompt {ratio:.1%} similar")
         for part, old, new in (("system prompt", str(req.get("system", "")), request.system),
-                               ("user prompt", str(req.get("user", "")), request.user)):
+                               ("user prompt", str(req.get("user", "")), stored_user_prompt(request))):
             diff = _first_difference(old, new)
             if diff:
                 n, x, y = diff

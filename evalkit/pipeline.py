@@ -62,6 +62,7 @@ def render_request(task: Task, member: Member, document: Document, ontology: Any
         schema=task.spec.output_schema,
         max_tokens=task.spec.settings.max_tokens,
         temperature=task.spec.settings.temperature,
+        withheld=document.text if member.manifest.source.is_pointer else "",
     )
 
 

@@ -146,7 +146,7 @@ def test_one_word_edit_is_a_miss_naming_the_member(oai, tmp_path):
 
 def test_corrupt_line_and_torn_last_line(oai, tmp_path, capsys):
     cas = tmp_path / "c.jsonl"
-    record(oai, cas, members(3))
+    record(oai, cas, members(3), max_concurrency=1)  # one at a time: lines in member order
     lines = cas.read_text().splitlines(keepends=True)
     bad = tmp_path / "bad.jsonl"
     bad.write_text(lines[0] + '{"key": "nope"\n' + lines[1])

@@ -22,6 +22,10 @@ class Request:
     schema: dict[str, Any]
     max_tokens: int = 1024
     temperature: float = 0.0
+    # Text inside `user` that no artefact may store: a pointer member's document, whose licence
+    # keeps it out of the repo. Cassettes keep a placeholder naming its sha256 (the key still
+    # covers the full prompt).
+    withheld: str = field(default="", repr=False, compare=False)
 
 
 @dataclass

@@ -1,0 +1,82 @@
+"""The committed default cassette: it replays the whole bundled corpus, and it stores no
+document whose licence keeps it out of the repo (pointer members' sources)."""
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evalkit.backends.base import Completion, Request
+from evalkit.cassette import RecordingBackend, load_records
+from evalkit.cli import DEFAULT_CASSETTE
+from evalkit.corpus import DEFAULT_CORPUS, load_tasks
+from evalkit.sources import SourceMissing, check_integrity, read_document
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = Path(os.environ.get("EVALKIT_SOURCES", ROOT.parent / "shared" / "data"))
+
+
+def test_default_run_replays_every_member_with_zero_calls():
+    proc = subprocess.run([sys.executable, "-m", "evalkit.cli", "run", "--dry-run", "--sources", str(SOURCES)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "gemma-3-270m: replay" in proc.stdout and "total: 0 provider calls" in proc.stdout
+    members = [m for t in load_tasks(DEFAULT_CORPUS) for m in t.members()]
+    n = re.search(r"— (\d+) requests, (\d+) replayed", proc.stdout)
+    assert n and n.group(1) == n.group(2)
+    if SOURCES.is_dir():
+        assert int(n.group(1)) == len(members) == len(load_records(DEFAULT_CASSETTE))
+
+
+def _windows(text: str, size: int = 120, step: int = 60):
+    flat = " ".join(text.split())
+    return {flat[i:i + size] for i in range(0, max(1, len(flat) - size), step)}
+
+
+def test_no_pointer_document_is_stored_in_the_cassette():
+    stored = " ".join(" ".join(json.dumps(r["request"], ensure_ascii=False).split()).replace("\\n", " ")
+                      for r in load_records(DEFAULT_CASSETTE))
+    stored = " ".join(stored.split())
+    checked = 0
+    for task in load_tasks(DEFAULT_CORPUS):
+        for m in task.members():
+            if not m.manifest.source.is_pointer:
+                continue
+            try:
+                text = read_document(check_integrity(m, SOURCES)).text
+            except SourceMissing:
+                pytest.skip(f"sources not found at {SOURCES}")
+            assert not any(w in stored for w in _windows(text)), m.key
+            checked += 1
+    assert checked >= 30
+    assert stored.count("[document withheld:") >= checked
+
+
+def test_recording_withholds_the_document_but_keys_the_full_prompt(tmp_path):
+    class Echo:
+        label, spec, model = "echo", "echo", "echo-1"
+
+        async def complete(self, request):
+            return Completion(record={"ok": 1}, raw='{"ok": 1}', model="echo-1")
+
+        async def aclose(self):
+            return None
+
+    doc = "SECRET-LICENSED-TEXT " * 20
+    req = Request(member="t/m", call_type="extract", system="s", user=f"Document:\n{doc}\nGo.", schema={},
+                  withheld=doc)
+    other = Request(member="t/m", call_type="extract", system="s", user="Document:\nother\nGo.", schema={},
+                    withheld="other")
+    path = tmp_path / "c.jsonl"
+    backend = RecordingBackend(Echo(), path, provider="echo")
+    asyncio.run(backend.complete(req))
+    asyncio.run(backend.complete(other))
+    text = path.read_text()
+    assert "SECRET-LICENSED-TEXT" not in text and "[document withheld:" in text
+    keys = [json.loads(l)["key"] for l in text.splitlines()]
+    assert len(set(keys)) == 2  # the key still covers the document itself
