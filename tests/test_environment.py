@@ -10,6 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _split(req: str) -> tuple[str, str]:
+    req = req.split(";", 1)[0]  # environment markers are pip's business, not conda's
     m = re.match(r"^\s*([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*(.*)$", req)
     return m.group(1).lower().replace("_", "-"), m.group(3).replace(" ", "")
 

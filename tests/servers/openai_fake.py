@@ -88,7 +88,12 @@ def main() -> None:
     args = ap.parse_args()
     server = OpenAIFake(latency=args.latency)
     server.port = args.port
-    loop = asyncio.new_event_loop()
+    try:  # the benchmark's server should not be the bottleneck it measures
+        import uvloop
+
+        loop = uvloop.new_event_loop()
+    except ImportError:
+        loop = asyncio.new_event_loop()
 
     async def run() -> None:
         srv = await asyncio.start_server(server._conn, "127.0.0.1", server.port, backlog=1024)
