@@ -39,7 +39,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from .corpus import DEFAULT_CORPUS
 from .errors import EXIT_INVALID, EvalkitError, UsageError
 from .regress import DEFAULT_SEED, FLOOR, as_number, bootstrap_ci, is_gated, sub_seed
-from .scoreboard import numeric_metrics, redact_spec, scan, write_atomic
+from .scoreboard import numeric_metrics, redact_spec, scan, write_json
 
 __all__ = ["BAND_NAME", "SCHEMA_VERSION", "BandError", "band_path", "collect", "compute_band", "write_band",
            "load_band", "render_markdown", "update_readme", "README_START", "README_END"]
@@ -155,7 +155,7 @@ def compute_band(sweeps: Sequence[str | Path], *, tasks: Iterable[str] | None = 
 
 def write_band(path: str | Path, band: Mapping[str, Any]) -> Path:
     path = Path(path)
-    write_atomic(path, band)
+    write_json(path, band)
     return path
 
 

@@ -11,40 +11,18 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from . import __version__
 from .backends import Backend, BackendContext, Completion, Request, parse_backend_arg
 from .corpus import DEFAULT_CORPUS, Member, Task, load_task, sources_dir
-from .errors import CorpusError
+from .jsonio import read_json, write_json
 from .scoring import ScoreContext, ScoreResult
 from .sources import Document, check_integrity, read_document
 
 EXTRACTION = "extraction.json"
 SCORE = "score.json"
-
-
-def write_json(path: Path, data: Any) -> None:
-    """Deterministic JSON (sorted keys, fixed indent), written atomically."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
-    os.chmod(tmp, 0o644)  # mkstemp makes it private; artefacts are meant to be shared
-    os.replace(tmp, path)
-
-
-def read_json(path: Path) -> Any:
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CorpusError(f"{path}: file not found") from None
-    except json.JSONDecodeError as e:
-        raise CorpusError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
 
 
 def render_request(task: Task, member: Member, document: Document, ontology: Any = None) -> Request:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,10 +34,11 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from .corpus import DEFAULT_CORPUS, Member, load_task
 from .errors import EXIT_INVALID, EvalkitError
+from .jsonio import dumps, read_json, write_json
 
 __all__ = [
     "SCHEMA_VERSION", "BOARD_NAME", "ScoreboardError", "Scored", "board_path", "dumps", "load_board",
-    "write_atomic", "locked", "edit_board", "scan", "redact_spec", "run_block", "entry_for", "settings_of",
+    "write_json", "locked", "edit_board", "scan", "redact_spec", "run_block", "entry_for", "settings_of",
     "truth_sha256", "update_scoreboard", "iter_entries", "numeric_metrics",
 ]
 
@@ -58,11 +58,6 @@ class ScoreboardError(EvalkitError):
 def board_path(corpus: str | Path | None = None) -> Path:
     """``<corpus>/scoreboard.json``; the bundled corpus's when `corpus` is None."""
     return Path(corpus or DEFAULT_CORPUS) / BOARD_NAME
-
-
-def dumps(data: Any) -> str:
-    """The one serialization every board uses: sorted keys, indent 2, trailing newline."""
-    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 def empty_board() -> dict[str, Any]:
@@ -87,22 +82,6 @@ def load_board(path: str | Path, *, must_exist: bool = False) -> dict[str, Any]:
     return data
 
 
-def write_atomic(path: str | Path, data: Any) -> None:
-    """Write `data` as board JSON: a unique temp file in the same folder, fsync, then rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(dumps(data))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 @contextmanager
 def locked(path: str | Path, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
     """Hold ``<path>.lock`` (an OS file lock: released if the holder dies)."""
@@ -124,7 +103,7 @@ def edit_board(path: str | Path) -> Iterator[dict[str, Any]]:
     with locked(path):
         board = load_board(path)
         yield board
-        write_atomic(path, board)
+        write_json(path, board)
 
 
 def iter_entries(board: Mapping[str, Any]) -> Iterator[tuple[str, str, str, dict[str, Any]]]:
@@ -150,23 +129,14 @@ class Scored:
     run_id: str  # the sweep folder's name for a sweep, else the run folder's name
 
     def extraction(self) -> dict[str, Any]:
-        return _read(self.home / "extraction.json")
+        return read_json(self.home / "extraction.json")
 
     def score(self) -> dict[str, Any]:
-        return _read(self.home / "score.json")
+        return read_json(self.home / "score.json")
 
     def run_json(self) -> dict[str, Any]:
         p = self.run_dir / "run.json"
-        return _read(p) if p.is_file() else {}
-
-
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ScoreboardError(f"{path}: file not found") from None
-    except json.JSONDecodeError as e:
-        raise ScoreboardError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
+        return read_json(p) if p.is_file() else {}
 
 
 def scan(root: str | Path) -> list[Scored]:
@@ -183,7 +153,7 @@ def scan(root: str | Path) -> list[Scored]:
     for path in root.rglob("score.json"):
         home = path.parent
         try:
-            key = _read(path).get("member") or f"{home.parent.parent.name}/{home.parent.name}"
+            key = read_json(path).get("member") or f"{home.parent.parent.name}/{home.parent.name}"
         except ScoreboardError:
             continue  # a half-written or foreign file is not a scored member
         task, _, member = str(key).partition("/")

@@ -33,7 +33,6 @@ import traceback
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Callable

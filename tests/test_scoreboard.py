@@ -12,7 +12,7 @@ from corpus_factory import make_corpus
 from evalkit.history import append_history, history_frame, read_history, trend_frame
 from evalkit.runner import RunOptions, RunResult
 from evalkit.scoreboard import (ScoreboardError, dumps, load_board, redact_spec, scan, update_scoreboard,
-                                write_atomic)
+                                write_json)
 from evalkit.sweep import run_direct
 
 WRITERS = 20
@@ -73,7 +73,7 @@ def test_corrupt_board_is_a_named_error(tmp_path):
     p.write_text("{not json")
     with pytest.raises(ScoreboardError, match="not valid JSON"):
         load_board(p)
-    write_atomic(p, {"schema_version": 99, "tasks": {}})
+    write_json(p, {"schema_version": 99, "tasks": {}})
     with pytest.raises(ScoreboardError, match="schema_version"):
         load_board(p)
     assert not list(tmp_path.glob("*.tmp"))

@@ -36,7 +36,7 @@ one namespace: use the names below from ``evalkit.views``.
 
 from __future__ import annotations
 
-from . import base, charts, fields, generic, graph, pages, sections, tree
+from . import base, charts, fields, generic, graph, pages, sections, tree  # noqa: F401 (the submodules, for patching and direct use)
 from .base import NULL, SET_ASIDE, SUCCESS, figure, fmt, heading, items_frame, kv, para, show_json, table, text, verdict
 from .charts import (OUTCOME_COLORS, OUTCOMES, chart, chart_bundle, field_outcome_chart, outcome_distribution,
                      score_heatmap)
