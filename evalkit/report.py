@@ -47,7 +47,7 @@ SET_ASIDE = ("ignored", "excluded")  # outcomes a scorer sets aside by design: c
 EXTRACTION = "extraction.json"
 
 MEMBER_COLUMNS = ["task", "member", "backend", "label", "score", "passed", "verdict", "parse", "input_tokens",
-                  "output_tokens", "usd", "latency_s", "items", "notes", "path"]
+                  "output_tokens", "usd", "latency_s", "error", "truncated", "items", "notes", "path"]
 
 
 def verdict(passed: Any, scored: bool = True) -> str:
@@ -89,7 +89,7 @@ def load_scores(run_dir: str | Path, task: str) -> tuple[pd.DataFrame, pd.DataFr
             "verdict": verdict(data.get("passed"), scored),
             "parse": run.get("parse"), "input_tokens": run.get("input_tokens"),
             "output_tokens": run.get("output_tokens"), "usd": run.get("usd"), "latency_s": run.get("latency_s"),
-            "items": len(member_items), "notes": len(data.get("notes") or []),
+            "error": run.get("error"), "truncated": run.get("truncated"), "items": len(member_items), "notes": len(data.get("notes") or []),
             "path": f"{member}/{backend}/{SCORE}" if scored else None,
             **{f"metric.{k}": v for k, v in sorted((data.get("metrics") or {}).items())},
         })
@@ -283,3 +283,28 @@ def run_trend(run_dir: str | Path, task: str, metric: str | None = None,
     g = (df.groupby(["task", "backend", "run_id"], as_index=False)
            .agg(time=("time", "min"), value=("value", "mean"), members=("member", "nunique")))
     return g.sort_values(["task", "backend", "time", "run_id"]).reset_index(drop=True), metric, earlier
+
+
+def backend_calls(members: pd.DataFrame) -> pd.DataFrame:
+    """Per backend: calls, error rate, latency p50/p90/p99, parse outcomes, tokens and USD.
+
+    A call is one member's extraction; it is an error when the backend reported one or
+    nothing usable came back (parse ``malformed`` / ``error``)."""
+    columns = ["backend", "calls", "errors", "error_rate", "latency_p50_s", "latency_p90_s", "latency_p99_s",
+               "clean", "recovered", "malformed", "truncated", "input_tokens", "output_tokens", "usd"]
+    if members is None or members.empty:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for backend, m in members.groupby(members["backend"].map(str), sort=True):
+        parse = m["parse"].fillna("error")
+        failed = m["error"].notna() | parse.isin(["malformed", "error"])
+        latency = pd.to_numeric(m["latency_s"], errors="coerce").dropna()
+        q = latency.quantile([0.5, 0.9, 0.99]) if len(latency) else pd.Series([None] * 3, index=[0.5, 0.9, 0.99])
+        rows.append({"backend": backend, "calls": len(m), "errors": int(failed.sum()),
+                     "error_rate": float(failed.mean()), "latency_p50_s": q[0.5], "latency_p90_s": q[0.9],
+                     "latency_p99_s": q[0.99], **{k: int((parse == k).sum()) for k in ("clean", "recovered", "malformed")},
+                     "truncated": int(m["truncated"].notna().sum()),
+                     "input_tokens": int(pd.to_numeric(m["input_tokens"], errors="coerce").fillna(0).sum()),
+                     "output_tokens": int(pd.to_numeric(m["output_tokens"], errors="coerce").fillna(0).sum()),
+                     "usd": float(pd.to_numeric(m["usd"], errors="coerce").fillna(0).sum())})
+    return pd.DataFrame(rows, columns=columns)

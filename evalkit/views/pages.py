@@ -10,7 +10,7 @@ import pandas as pd
 
 from .. import report as _report
 from . import charts, fields, generic, graph, tree
-from .base import _get, items_frame, kv, table, verdict
+from .base import _get, heading, items_frame, kv, para, table, verdict
 
 
 # --------------------------------------------------------------------------- extract page
@@ -108,6 +108,9 @@ def report_summary(members: pd.DataFrame, items: pd.DataFrame) -> None:
             acc = mean_field_accuracy(its)
             parts.append("mean field accuracy " + ("n/a" if acc is None else f"{acc:.3f}"))
         print(" · ".join(parts))
+    heading("Calls per backend")
+    para("One call per member's extraction (replayed calls report their recorded latency and tokens).")
+    table(_report.backend_calls(members))
 
 
 def report_page(members: pd.DataFrame, items: pd.DataFrame, shape: str | None = None) -> None:
