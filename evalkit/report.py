@@ -31,11 +31,12 @@ history, ``<runs>/index.jsonl``, per backend).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from .jsonio import read_json
 
 __all__ = ["load_scores", "field_accuracy", "mean_field_accuracy", "outcome_counts", "verdict", "SUCCESS",
            "SET_ASIDE", "item_shape", "problem_rows", "set_aside_rows", "member_metrics", "metric_matrix",
@@ -58,10 +59,6 @@ def verdict(passed: Any, scored: bool = True) -> str:
     return "PASS" if passed else "FAIL"
 
 
-def _read(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
 def load_scores(run_dir: str | Path, task: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(members, items) for one task of a run.
 
@@ -78,9 +75,9 @@ def load_scores(run_dir: str | Path, task: str) -> tuple[pd.DataFrame, pd.DataFr
         label = member if len(backends) <= 1 else f"{member} [{backend}]"
         score_path = folder / SCORE
         scored = score_path.is_file()
-        data = _read(score_path) if scored else {}
+        data = read_json(score_path) if scored else {}
         if not scored and (folder / EXTRACTION).is_file():
-            data = {"run": _read(folder / EXTRACTION).get("run") or {}}
+            data = {"run": read_json(folder / EXTRACTION).get("run") or {}}
         run = data.get("run") or {}
         member_items = data.get("items") or []
         rows.append({
@@ -237,7 +234,7 @@ def headline_metric(run_dir: str | Path, task: str) -> str:
     """The metric a task's score is (its scorer's ``details.headline``, e.g. ``relations_f1``), else "score"."""
     for path in sorted((Path(run_dir) / task).glob(f"*/*/{SCORE}")):
         try:
-            return (_read(path).get("details") or {}).get("headline") or "score"
+            return (read_json(path).get("details") or {}).get("headline") or "score"
         except (OSError, ValueError):
             continue
     return "score"

@@ -15,7 +15,6 @@ for the wrong reason.
 from __future__ import annotations
 
 import copy
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -62,7 +61,7 @@ def _rescore_one(board_dir: Path, task_id: str, member_id: str, label: str, entr
     from .corpus import load_task
     from .pipeline import read_json, score_record
     from .scoreboard import truth_sha256
-    from .sources import check_integrity, read_document
+    from .sources import check_integrity, read_document, sha256_file
 
     res = Rescored(task_id, member_id, label, "failed", before=dict(entry.get("metrics") or {}))
     folder = entry.get("run_folder")
@@ -89,7 +88,7 @@ def _rescore_one(board_dir: Path, task_id: str, member_id: str, label: str, entr
     new["passed"] = result.passed
     new["truth_sha256"] = truth_sha256(member, sources)
     new["rescored"] = {"evalkit_version": __version__,
-                       "task_sha256": hashlib.sha256((member.task.dir / "task.yaml").read_bytes()).hexdigest()}
+                       "task_sha256": sha256_file(member.task.dir / "task.yaml")}
     res.status, res.after = "rescored", dict(result.metrics)
     return res, new
 

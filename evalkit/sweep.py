@@ -104,7 +104,7 @@ def currency_key(member: Any, label: str, spec: str, sources: Path | None, thres
     """What a member × backend's outputs depend on (see module docstring); None if it cannot be known."""
     from .pipeline import render_request, request_sha
     from .scoreboard import redact_spec, truth_sha256
-    from .sources import check_integrity, read_document
+    from .sources import check_integrity, read_document, sha256_file
 
     try:
         paths = check_integrity(member, sources)
@@ -116,7 +116,7 @@ def currency_key(member: Any, label: str, spec: str, sources: Path | None, thres
         "backend": f"{label}={redact_spec(spec)}",
         "backend_inputs": _backend_inputs(spec),
         "truth_sha256": truth_sha256(member, sources),
-        "task_sha256": _sha_bytes((member.task.dir / "task.yaml").read_bytes()),
+        "task_sha256": sha256_file(member.task.dir / "task.yaml"),
         "threshold": threshold,
         "notebooks": notebooks,
         "evalkit_version": __version__,
