@@ -366,8 +366,14 @@ def _run_pool(todo, payload, record, workers: int) -> list:
         try:
             while queue or running:
                 while queue and len(running) < workers:  # submit only what can start: a break loses no queue
-                    t, m, k = queue.pop(0)
-                    running[pool.submit(_member_job, payload(t, m))] = (t, m, k)
+                    t, m, k = queue[0]
+                    try:
+                        fut = pool.submit(_member_job, payload(t, m))
+                    except BrokenProcessPool:  # a worker died since the last wait: this job never started
+                        break
+                    running[fut] = queue.pop(0)
+                if not running:  # the pool broke with nothing of ours in it: go on in a fresh one
+                    break
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
                 broken = False
                 for fut in done:

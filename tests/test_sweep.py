@@ -114,6 +114,42 @@ def test_a_worker_process_dying_fails_only_its_member(tmp_path):
     assert [o.score for o in result.outcomes] == [1.0, 1.0] and result.exit_code == 5
 
 
+def test_a_pool_that_breaks_between_waits_loses_no_queued_member(monkeypatch):
+    # The race seen in CI: job a finished, job b's worker died, and the pool reported itself broken
+    # on the next submit (c) before b's future said so. c never started: it runs in a fresh pool.
+    from concurrent.futures import Future
+    from concurrent.futures.process import BrokenProcessPool
+
+    import evalkit.sweep as sweep_module
+
+    pools = []
+
+    class Pool:
+        def __init__(self, max_workers, mp_context):
+            self.futures = []
+            pools.append(self)
+
+        def submit(self, fn, payload):
+            if len(pools) == 1 and len(self.futures) == 2:  # the first pool broke: c is refused
+                self.futures[1].set_exception(BrokenProcessPool("a worker died"))
+                raise BrokenProcessPool("a worker died")
+            fut = Future()
+            if len(pools) > 1 or not self.futures:  # a (and everything in the fresh pool) finishes
+                fut.set_result(f"ran {payload}")
+            self.futures.append(fut)
+            return fut
+
+        def shutdown(self, wait, cancel_futures):
+            pass
+
+    monkeypatch.setattr(sweep_module, "ProcessPoolExecutor", Pool)
+    recorded = []
+    todo = [("t", m, i) for i, m in enumerate("abc")]
+    suspects = sweep_module._run_pool(todo, lambda t, m: m, lambda t, m, k, raw: recorded.append((m, raw)), 2)
+    assert suspects == [("t", "b", 1)]
+    assert recorded == [("a", "ran a"), ("c", "ran c")] and len(pools) == 2
+
+
 def test_a_cassette_miss_fails_that_member_with_exit_6(tmp_path):
     from evalkit.backends import Completion
     from evalkit.cassette import make_record
