@@ -201,3 +201,27 @@ def test_newer_models_parameter_adaptation_is_remembered(oai):
     last = oai.completions()[-1]
     assert last["max_completion_tokens"] == 64 and "max_tokens" not in last and "temperature" not in last
     assert oai.count == 4  # two rejected, then one call per member
+
+
+def test_sdk_import_pauses_gc_and_freezes_what_it_built():
+    # In a fresh interpreter: the freeze is process-wide, so keep it out of pytest's process.
+    import subprocess
+    import sys
+
+    code = """
+import gc, sys
+from evalkit.backends.live import import_sdk
+assert "openai" not in sys.modules and gc.get_freeze_count() == 0
+module = import_sdk("openai")
+assert module is sys.modules["openai"] and hasattr(module, "AsyncOpenAI")
+assert gc.isenabled(), "the GC must be switched back on"
+frozen = gc.get_freeze_count()
+assert frozen > 10_000, frozen
+assert import_sdk("openai") is module and gc.get_freeze_count() == frozen  # once only
+gc.disable()
+import_sdk("anthropic")
+assert not gc.isenabled(), "a GC the caller had disabled stays disabled"
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

@@ -25,7 +25,7 @@ from typing import Any
 
 from ..errors import BackendError, UsageError
 from .base import Request
-from .live import Attempt, LiveBackend, option_float, option_int, response_text, short, status_error_body
+from .live import Attempt, LiveBackend, import_sdk, option_float, option_int, response_text, short, status_error_body
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 TOOL_NAME = "record_extraction"
@@ -43,8 +43,7 @@ class AnthropicBackend(LiveBackend):
         self.send_temperature = send_temperature
 
     def _make_client(self) -> Any:
-        from anthropic import AsyncAnthropic
-
+        AsyncAnthropic = import_sdk("anthropic").AsyncAnthropic
         # The key is read at client creation, from the environment only; base_url is left to
         # the SDK, which honours ANTHROPIC_BASE_URL.
         return AsyncAnthropic(api_key=os.environ.get("ANTHROPIC_API_KEY"), timeout=self.timeout_s,
@@ -63,8 +62,7 @@ class AnthropicBackend(LiveBackend):
             tools=[tool], tool_choice={"type": "tool", "name": TOOL_NAME}, **kwargs)
 
     async def _attempt(self, request: Request, max_tokens: int) -> Attempt:
-        import anthropic
-
+        anthropic = import_sdk("anthropic")
         try:
             try:
                 raw = await self._create(request, max_tokens)

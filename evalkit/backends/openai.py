@@ -35,7 +35,7 @@ from typing import Any
 
 from ..errors import BackendError, UsageError
 from .base import Request
-from .live import Attempt, LiveBackend, option_float, option_int, redact_url, short, status_error_body
+from .live import Attempt, LiveBackend, import_sdk, option_float, option_int, redact_url, short, status_error_body
 
 SCHEMA_MODES = ("json_schema", "json_object", "none")
 DUMMY_KEY = "sk-no-key-required"
@@ -70,7 +70,7 @@ class OpenAIBackend(LiveBackend):
         self._no_retry_client: Any = None
 
     def _make_client(self) -> Any:
-        from openai import AsyncOpenAI
+        AsyncOpenAI = import_sdk("openai").AsyncOpenAI
 
         kwargs: dict[str, Any] = {"api_key": self._key, "timeout": self.timeout_s, "max_retries": self.max_retries}
         if self.url:
@@ -110,7 +110,7 @@ class OpenAIBackend(LiveBackend):
                                   body=self._body(request, max_tokens, mode))
 
     async def _attempt(self, request: Request, max_tokens: int) -> Attempt:
-        import openai
+        openai = import_sdk("openai")
 
         client = self.client()
         for _ in range(3):  # at most two request adaptations (see _adapt)
@@ -157,8 +157,7 @@ class OpenAIBackend(LiveBackend):
         (llama.cpp answers 500) costs no backoff. Any other failure is retried the way the
         SDK would have (honouring retry-after), with the remaining retry budget.
         """
-        import openai
-
+        openai = import_sdk("openai")
         client = self.client()
         try:
             return await self._create(self._no_retry_client, request, max_tokens, "json_schema")
