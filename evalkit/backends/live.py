@@ -23,8 +23,8 @@ import os
 import re
 import sys
 import time
-from types import ModuleType
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
