@@ -26,9 +26,10 @@ so ``Place of Birth`` is ``place of birth``); entity types trimmed and upper-cas
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .errors import CorpusError, UsageError
 
@@ -157,32 +158,33 @@ def compliance(record: Any, ontology: Ontology) -> dict[str, Any]:
     an absent record count nothing). ``vocabulary_compliance`` is null when
     nothing was emitted (never 0 or 1).
     """
-    ent_in = ent_n = rel_in = rel_n = 0
-    outside: dict[str, int] = {}
     rec = record if isinstance(record, dict) else {}
-    if ontology.entity_types:
-        for e in rec.get("entities") or [] if isinstance(rec.get("entities"), list) else []:
-            if isinstance(e, dict) and isinstance(e.get("type"), str) and e["type"].strip():
-                ent_n += 1
-                if ontology.has_type(e["type"]):
-                    ent_in += 1
-                else:
-                    outside[f"type:{e['type'].strip()}"] = outside.get(f"type:{e['type'].strip()}", 0) + 1
-    if ontology.relation_types:
-        for r in rec.get("relations") or [] if isinstance(rec.get("relations"), list) else []:
-            if isinstance(r, dict) and isinstance(r.get("relation"), str) and r["relation"].strip():
-                rel_n += 1
-                if ontology.has_label(r["relation"]):
-                    rel_in += 1
-                else:
-                    key = f"relation:{r['relation'].strip()}"
-                    outside[key] = outside.get(key, 0) + 1
+    outside: Counter[str] = Counter()
+    ent_n, ent_in = _count_vocabulary(rec.get("entities"), "type", ontology.has_type, "type", outside) \
+        if ontology.entity_types else (0, 0)
+    rel_n, rel_in = _count_vocabulary(rec.get("relations"), "relation", ontology.has_label, "relation", outside) \
+        if ontology.relation_types else (0, 0)
     n = ent_n + rel_n
     return {"vocabulary_compliance": (ent_in + rel_in) / n if n else None,
             "vocabulary_emitted": n, "vocabulary_inside": ent_in + rel_in,
             "entity_types_emitted": ent_n, "entity_types_inside": ent_in,
             "relation_labels_emitted": rel_n, "relation_labels_inside": rel_in,
             "outside": dict(sorted(outside.items()))}
+
+
+def _count_vocabulary(items: Any, key: str, known: Callable[[str], bool], prefix: str,
+                      outside: Counter[str]) -> tuple[int, int]:
+    """(emitted, inside) for one list of items; each value outside the ontology is tallied as prefix:value."""
+    emitted = inside = 0
+    for item in items if isinstance(items, list) else []:
+        value = item.get(key) if isinstance(item, dict) else None
+        if isinstance(value, str) and value.strip():
+            emitted += 1
+            if known(value):
+                inside += 1
+            else:
+                outside[f"{prefix}:{value.strip()}"] += 1
+    return emitted, inside
 
 
 def aggregate_compliance(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
