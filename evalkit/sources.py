@@ -67,9 +67,10 @@ def check_integrity(member: Member, sources: Path | None) -> list[Path]:
     ptr = member.manifest.truth
     if ptr is not None:
         path = member.truth_path(sources)
-        if sha256_file(path) != ptr.sha256:
+        got = sha256_file(path)
+        if got != ptr.sha256:
             raise IntegrityError(
-                f"{manifest}: truth.sha256: {path} hashes to {sha256_file(path)}, but the manifest pins "
+                f"{manifest}: truth.sha256: {path} hashes to {got}, but the manifest pins "
                 f"{ptr.sha256}; the truth changed — re-verify it and update the pin"
             )
     return paths
