@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from .corpus import DEFAULT_CORPUS
-from .errors import EXIT_INVALID, EvalkitError, UsageError
+from .errors import EXIT_INVALID, CorpusError, EvalkitError, UsageError
+from .jsonio import read_json, write_text
 from .regress import DEFAULT_SEED, FLOOR, as_number, bootstrap_ci, is_gated, sub_seed
 from .scoreboard import numeric_metrics, redact_spec, scan, write_json
 
@@ -160,17 +161,15 @@ def write_band(path: str | Path, band: Mapping[str, Any]) -> Path:
 
 
 def load_band(path: str | Path, *, must_exist: bool = False) -> dict[str, Any] | None:
-    import json
-
     path = Path(path)
     if not path.is_file():
         if must_exist:
             raise BandError(f"{path}: no band file (measure one with `evalkit band`)")
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise BandError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
+        data = read_json(path)
+    except CorpusError as e:
+        raise BandError(str(e)) from None
     if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION or not isinstance(data.get("tasks"), dict):
         raise BandError(f"{path}: not a band file of schema_version {SCHEMA_VERSION}")
     return data
@@ -220,7 +219,5 @@ def update_readme(readme: str | Path, markdown: str) -> Path:
                         "where the band table should go")
     new = pattern.sub(lambda _: f"{README_START}\n{markdown.rstrip()}\n{README_END}", text, count=1)
     if new != text:
-        tmp = readme.with_name(f".{readme.name}.band.tmp")
-        tmp.write_text(new, encoding="utf-8")
-        os.replace(tmp, readme)
+        write_text(readme, new)
     return readme

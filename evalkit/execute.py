@@ -25,6 +25,8 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Callable
 
+from .jsonio import write_text
+
 __all__ = [
     "NotebookJob", "NotebookResult", "execute", "normalize", "normalize_file", "jupyter_env",
     "plan_member", "plan_report", "NOTEBOOKS_DIR", "KERNEL_NAME",
@@ -135,9 +137,7 @@ def normalize_file(path: str | Path) -> None:
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
     normalize(nb)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(nbformat.writes(nb) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_text(path, nbformat.writes(nb) + "\n")
 
 
 # --------------------------------------------------------------------------- worker

@@ -1,4 +1,4 @@
-"""The one way evalkit reads and writes its JSON artefacts.
+"""The one way evalkit reads and writes its JSON (and other text) artefacts.
 
 Sorted keys, indent 2, a trailing newline: the same data gives the same bytes,
 so git diffs of boards and run folders read well. Writes are atomic (a unique
@@ -22,12 +22,16 @@ def dumps(data: Any) -> str:
 
 
 def write_json(path: str | Path, data: Any) -> None:
+    write_text(path, dumps(data))
+
+
+def write_text(path: str | Path, text: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(dumps(data))
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes it private; artefacts are meant to be shared

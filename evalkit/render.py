@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import html
 import json
-import os
 import re
 import time
 import xml.etree.ElementTree as ET
@@ -23,6 +22,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+
+from .jsonio import write_text
 
 __all__ = ["render_notebook", "render_run", "render_index", "safe_svg", "clean_output_html", "TEMPLATES"]
 
@@ -168,14 +169,8 @@ def render_notebook(path: str | Path, out: str | Path | None = None) -> Path:
     out = Path(out) if out is not None else path.with_suffix(".html")
     nb = nbformat.read(path, as_version=4)
     body, _ = _exporter().from_notebook_node(nb, resources={"metadata": {"name": _title(nb, path)}})
-    _write(out, body)
+    write_text(out, body)
     return out
-
-
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 # --------------------------------------------------------------------------- the run
@@ -285,5 +280,5 @@ def render_index(run_dir: str | Path) -> Path:
         out.append("</tbody></table>")
     out += ["</main></body>", "</html>", ""]
     path = run_dir / INDEX
-    _write(path, "\n".join(out))
+    write_text(path, "\n".join(out))
     return path

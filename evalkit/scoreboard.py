@@ -25,7 +25,6 @@ many concurrent writers lose nothing and a reader never sees half a file.
 
 from __future__ import annotations
 
-import json
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 from .corpus import DEFAULT_CORPUS, Member, load_task
-from .errors import EXIT_INVALID, EvalkitError
+from .errors import EXIT_INVALID, CorpusError, EvalkitError
 from .jsonio import dumps, read_json, write_json
 
 __all__ = [
@@ -72,9 +71,9 @@ def load_board(path: str | Path, *, must_exist: bool = False) -> dict[str, Any]:
                                   "or `evalkit run … --update-scoreboard`)")
         return empty_board()
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ScoreboardError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
+        data = read_json(path)
+    except CorpusError as e:
+        raise ScoreboardError(str(e)) from None
     if not isinstance(data, dict) or not isinstance(data.get("tasks"), dict):
         raise ScoreboardError(f"{path}: not a scoreboard (expected an object with `tasks`)")
     if data.get("schema_version") != SCHEMA_VERSION:
@@ -153,9 +152,12 @@ def scan(root: str | Path) -> list[Scored]:
     for path in root.rglob("score.json"):
         home = path.parent
         try:
-            key = read_json(path).get("member") or f"{home.parent.parent.name}/{home.parent.name}"
-        except ScoreboardError:
-            continue  # a half-written or foreign file is not a scored member
+            data = read_json(path)
+        except CorpusError:
+            continue  # a half-written file is not a scored member
+        if not isinstance(data, dict):
+            continue  # nor is a foreign one
+        key = data.get("member") or f"{home.parent.parent.name}/{home.parent.name}"
         task, _, member = str(key).partition("/")
         run_dir = next((p for p in home.parents if (p / "run.json").is_file()), root)
         sroot = next((p for p in home.parents if (p / "sweep.json").is_file()), sweep_root)

@@ -98,7 +98,7 @@ def test_replay_and_dry_run_make_zero_calls_and_plan_counts(oai, tmp_path):
 
 def test_plan_estimates_cost_from_chars_and_max_tokens(oai, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    resolved = resolve_backends([f"o=openai:model=gpt-4o-mini"])
+    resolved = resolve_backends(["o=openai:model=gpt-4o-mini"])
     rs = members(2)
     p = plan(resolved, rs)
     chars = [len(r.system) + len(r.user) + len(json.dumps(r.schema, separators=(",", ":"))) for r in rs]

@@ -79,6 +79,18 @@ def test_corrupt_board_is_a_named_error(tmp_path):
     assert not list(tmp_path.glob("*.tmp"))
 
 
+def test_scan_skips_half_written_and_foreign_score_files(run20, tmp_path):
+    import shutil
+
+    root, corpus, result = run20
+    run = shutil.copytree(result.run_dir, tmp_path / "r1")
+    found = scan(run)
+    assert len(found) == WRITERS
+    (found[0].home / "score.json").write_text('{"member": "memos/m0", "met')  # a writer killed mid-file
+    (found[1].home / "score.json").write_text("[1, 2]\n")  # valid JSON, not a score
+    assert [s.member for s in scan(run)] == [s.member for s in found[2:]]
+
+
 def _writer(args) -> None:
     run_dir, outcome, board, corpus, index = args
     result = RunResult(run_dir=Path(run_dir), outcomes=[outcome])
