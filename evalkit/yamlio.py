@@ -65,7 +65,6 @@ def _index(node: yaml.Node, prefix: KeyPath, out: dict[KeyPath, int]) -> None:
             kp = prefix + (key_node.value,)
             out[kp] = key_node.start_mark.line + 1
             _index(value_node, kp, out)
-            out[kp] = key_node.start_mark.line + 1
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             _index(item, prefix + (i,), out)
@@ -88,8 +87,12 @@ def load_yaml(path: Path) -> tuple[Any, Locator]:
     except UnicodeDecodeError as e:
         raise CorpusError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     try:
-        data = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - SafeLoader subclass
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        loader = _StrictLoader(text)  # one parse gives both the node tree (for line numbers) and the data
+        try:
+            node = loader.get_single_node()
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         problem = getattr(e, "problem", None) or str(e)
