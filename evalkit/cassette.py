@@ -56,6 +56,7 @@ from .backends.base import Completion, Request
 from .backends.parse import parse_record
 from .errors import CassetteCorrupt, CassetteError, CassetteMiss, UsageError
 from .failures import Failure, FailureLog
+from .jsonio import canonical_sha
 
 RECORD_ENV = "EVALKIT_RECORD_LLM"
 REPLAY_ENV = "EVALKIT_REPLAY_LLM"
@@ -71,8 +72,7 @@ def canonical_request(request: Request, model: str) -> dict[str, Any]:
 
 def cassette_key(request: Request, model: str) -> str:
     """SHA-256 hex of the canonical semantic request (sorted keys, compact, UTF-8)."""
-    canon = json.dumps(canonical_request(request, model), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+    return canonical_sha(canonical_request(request, model))
 
 
 def rfc3339_now() -> str:

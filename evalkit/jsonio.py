@@ -8,6 +8,7 @@ and concurrent writers never share a temp name.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -19,6 +20,12 @@ from .errors import CorpusError
 
 def dumps(data: Any) -> str:
     return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def canonical_sha(data: Any) -> str:
+    """SHA-256 hex of data as canonical JSON (sorted keys, compact, UTF-8): the key of a request or record."""
+    canon = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
 
 
 def write_json(path: str | Path, data: Any) -> None:

@@ -30,7 +30,6 @@ judge requests within one phase are sent once.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sys
@@ -40,6 +39,7 @@ from typing import Any, Iterable, Sequence
 
 from .backends.base import Request
 from .errors import UsageError
+from .jsonio import canonical_sha
 from . import pairwise
 
 REFERENCE = "judge.reference"
@@ -162,11 +162,6 @@ def parse_matches(record: Any, missed: Sequence[dict], spurious: Sequence[dict]
     return accepted, problems
 
 
-def record_sha(record: Any) -> str:
-    canon = json.dumps(record, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
-
-
 def load_judgments(folder: str | Path, extraction: dict[str, Any]) -> dict[str, Any] | None:
     """judgments.json of a member folder, when it judged exactly this extraction (else None)."""
     path = Path(folder) / JUDGMENTS
@@ -176,7 +171,7 @@ def load_judgments(folder: str | Path, extraction: dict[str, Any]) -> dict[str, 
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict) or data.get("extraction_sha256") != record_sha(extraction.get("record")):
+    if not isinstance(data, dict) or data.get("extraction_sha256") != canonical_sha(extraction.get("record")):
         return None
     return data
 
@@ -376,7 +371,7 @@ def judge_phase(run_dir: Path, homes: Sequence[Home], documents: dict[str, Any],
             out_axes[axis] = entry
         ext = extractions[(h.member.key, h.label)]
         write_json(h.dir / JUDGMENTS, {"member": h.member.key, "backend": h.label, "judge": judge_meta,
-                                       "mode": "reference", "extraction_sha256": record_sha(ext.get("record")),
+                                       "mode": "reference", "extraction_sha256": canonical_sha(ext.get("record")),
                                        "axes": out_axes})
 
     # -- pairwise verdicts → <task>/pairwise.json

@@ -9,15 +9,13 @@ same inputs give the same bytes.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
 from . import __version__
 from .backends import Backend, BackendContext, Completion, Request, parse_backend_arg
 from .corpus import DEFAULT_CORPUS, Member, Task, load_task, sources_dir
-from .jsonio import read_json, write_json
+from .jsonio import canonical_sha, read_json, write_json
 from .scoring import ScoreContext, ScoreResult
 from .sources import Document, check_integrity, read_document
 
@@ -45,12 +43,9 @@ def render_request(task: Task, member: Member, document: Document, ontology: Any
 
 
 def request_sha(request: Request) -> str:
-    canon = json.dumps(
-        {"system": request.system, "user": request.user, "schema": request.schema,
-         "max_tokens": request.max_tokens, "temperature": request.temperature, "call_type": request.call_type},
-        sort_keys=True, ensure_ascii=False, separators=(",", ":"),
-    )
-    return hashlib.sha256(canon.encode("utf-8")).hexdigest()
+    return canonical_sha({"system": request.system, "user": request.user, "schema": request.schema,
+                          "max_tokens": request.max_tokens, "temperature": request.temperature,
+                          "call_type": request.call_type})
 
 
 def backend_context(members: list[Member], sources: Path | None,

@@ -20,7 +20,8 @@ from corpus_factory import cli  # noqa: F401  (also used by test_ontology, test_
 from evalkit.backends.base import Completion
 from evalkit.cassette import load_records, make_record
 from evalkit.corpus import DEFAULT_CORPUS, load_task
-from evalkit.judge import (JUDGMENTS, REFERENCE, candidates, load_judgments, parse_matches, record_sha,
+from evalkit.jsonio import canonical_sha
+from evalkit.judge import (JUDGMENTS, REFERENCE, candidates, load_judgments, parse_matches,
                            reference_request)
 from evalkit.pipeline import render_request
 from evalkit.runner import RunOptions, run
@@ -307,7 +308,7 @@ def test_verdicts_of_an_earlier_run_are_not_inherited(tmp_path):
 
 def test_load_judgments_only_for_the_extraction_it_judged(tmp_path):
     ext = {"record": {"entities": []}}
-    (tmp_path / JUDGMENTS).write_text(json.dumps({"extraction_sha256": record_sha(ext["record"]), "axes": {}}))
+    (tmp_path / JUDGMENTS).write_text(json.dumps({"extraction_sha256": canonical_sha(ext["record"]), "axes": {}}))
     assert load_judgments(tmp_path, ext) is not None
     assert load_judgments(tmp_path, {"record": {"entities": [{"name": "x"}]}}) is None
 
