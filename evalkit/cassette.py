@@ -89,7 +89,8 @@ def stored_user_prompt(request: Request) -> str:
                                                   f"sha256 {digest}; its source is not redistributed here]")
 
 
-def make_record(request: Request, model: str, provider: str, completion: Completion) -> dict[str, Any]:
+def make_record(request: Request, model: str, provider: str, completion: Completion,
+                key: str | None = None) -> dict[str, Any]:
     response: dict[str, Any] = {
         "content": completion.raw,
         "usage": {"input_tokens": completion.input_tokens, "output_tokens": completion.output_tokens},
@@ -101,7 +102,7 @@ def make_record(request: Request, model: str, provider: str, completion: Complet
     if reparsed != completion.record:  # e.g. a python pipeline whose raw text is not its record
         response["record"] = completion.record
     return {
-        "key": cassette_key(request, model), "call_type": request.call_type, "provider": provider, "model": model,
+        "key": key or cassette_key(request, model), "call_type": request.call_type, "provider": provider, "model": model,
         "member": request.member, "timestamp": rfc3339_now(),
         "request": {"system": request.system, "user": stored_user_prompt(request), "schema": request.schema,
                     "settings": {"max_tokens": request.max_tokens, "temperature": float(request.temperature)}},
@@ -150,13 +151,12 @@ class Cassette:
     """The records of one JSONL file, indexed by key (FIFO per key)."""
 
     def __init__(self, path: str | Path, records: list[dict[str, Any]], *, torn: str | None = None,
-                 torn_offset: int | None = None, needs_newline: bool = False, sha256: str | None = None):
+                 torn_offset: int | None = None, needs_newline: bool = False):
         self.path = Path(path)
         self.records = records
         self.torn = torn  # the warning, when the last line was torn
         self.torn_offset = torn_offset  # byte offset where the torn line starts
         self.needs_newline = needs_newline  # last record lacks its "\n" (hand-edited file)
-        self.sha256 = sha256
         self._queues: dict[str, deque[dict[str, Any]]] = {}
         for rec in records:
             self._queues.setdefault(rec["key"], deque()).append(rec)
@@ -204,8 +204,7 @@ class Cassette:
         if torn and warn:
             print(f"evalkit: warning: {torn}", file=sys.stderr)
         needs_newline = bool(data) and not ends_with_newline and torn is None
-        return cls(p, records, torn=torn, torn_offset=torn_offset, needs_newline=needs_newline,
-                   sha256=hashlib.sha256(data).hexdigest())
+        return cls(p, records, torn=torn, torn_offset=torn_offset, needs_newline=needs_newline)
 
     def __len__(self) -> int:
         return len(self.records)
@@ -411,14 +410,15 @@ class RecordingBackend:
         self.cassette.add(rec)
 
     async def complete(self, request: Request) -> Completion:
-        rec = self.cassette.take(cassette_key(request, self.model))
+        key = cassette_key(request, self.model)
+        rec = self.cassette.take(key)
         if rec is not None:
             self.replayed += 1
             return completion_from_record(rec)
         completion = await self.inner.complete(request)
         usable = completion.parse in ("clean", "recovered") and completion.truncated != "exhausted"
         if completion.error is None and (usable or self.keep_failed_responses):
-            self._append(make_record(request, self.model, self.provider, completion))
+            self._append(make_record(request, self.model, self.provider, completion, key))
             self.recorded += 1
         return completion
 

@@ -19,7 +19,6 @@ Three steps, the same for a real run and ``--dry-run``:
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -28,6 +27,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import BackendError, CassetteCorrupt, CassetteError, CassetteMiss, EvalkitError, UsageError
 from ..pricing import PriceTable, default_table, estimate_tokens, request_chars
+from ..sources import sha256_file
 from .base import Backend, Request
 
 LIVE_KINDS = ("anthropic", "openai", "python")  # kinds that call something, and can be recorded
@@ -118,11 +118,11 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def _content_sha(path: Path) -> str | None:
+    """The file's sha256; None when it is empty or unreadable (nothing to compare)."""
     try:
-        data = path.read_bytes()
+        return sha256_file(path) if path.stat().st_size else None
     except OSError:
         return None
-    return hashlib.sha256(data).hexdigest() if data else None
 
 
 def resolve_backends(backend_args: Sequence[str], record_args: Sequence[str] = (),
