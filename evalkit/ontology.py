@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -61,11 +62,11 @@ class Ontology:
                    sha256=data.get("sha256", ""))
 
     # -- vocabulary tests --------------------------------------------------------------------------------
-    @property
+    @cached_property  # asked once per emitted item
     def _types(self) -> frozenset[str]:
         return frozenset(t.strip().upper() for t in self.entity_types)
 
-    @property
+    @cached_property
     def _labels(self) -> frozenset[str]:
         from .scoring.text import fold
 

@@ -47,10 +47,12 @@ carries ``vocabulary_compliance`` (`evalkit.ontology.compliance`).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import cached_property
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from ..models import Strict as _Strict
 from .base import Scorer, ScoreContext, ScoreResult, ratio
 from .sets import PRF, match_sets
 from .text import fold, token_f1
@@ -72,10 +74,6 @@ SET_AXES = ("entities", "relations")
 JUDGED = tuple(f"judged_{axis}_{m}" for axis in SET_AXES for m in ("precision", "recall", "f1"))
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
 # ----------------------------------------------------------------------------- options
 
 
@@ -95,7 +93,7 @@ class GraphOptions(_Strict):
                 raise ValueError(f"{label!r} is not a relation label (empty after normalization)")
         return v
 
-    @property
+    @cached_property  # read for every relation key
     def symmetric(self) -> frozenset[str]:
         return frozenset(fold(label) for label in self.symmetric_relations)
 
@@ -209,19 +207,13 @@ def _items(record: dict[str, Any], axis: str, fields: tuple[str, ...], notes: li
 # ----------------------------------------------------------------------------- keys
 
 
-def _fold(text: str) -> str:
-    # A name made only of articles or punctuation ("A", "The", "?") folds to "": keep it
-    # distinguishable by its trimmed lower-case text rather than merging every such name.
-    return fold(text) or " ".join(str(text).lower().split())
-
-
 def entity_key(entity: dict[str, str], options: GraphOptions) -> tuple[str, str] | str:
-    name = _fold(entity["name"])
+    name = fold(entity["name"])
     return (name, str(entity.get("type") or "").strip().upper()) if options.entity_type_in_key else name
 
 
 def relation_key(relation: dict[str, str], options: GraphOptions) -> tuple[str, str, str]:
-    head, label, tail = _fold(relation["head"]), _fold(relation["relation"]), _fold(relation["tail"])
+    head, label, tail = fold(relation["head"]), fold(relation["relation"]), fold(relation["tail"])
     if label in options.symmetric and tail < head:
         head, tail = tail, head
     return (head, label, tail)

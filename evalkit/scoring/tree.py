@@ -21,21 +21,17 @@ Nothing here knows a domain's vocabulary; the task scorer supplies it.
 
 from __future__ import annotations
 
-import string
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .base import ratio
 from .sets import PRF, match_sets
-from .text import normalize
+from .text import _PUNCT as _KEY_PUNCT, normalize
 
 __all__ = [
     "norm_key", "align_one_to_one", "align_many_to_one", "edge", "edge_label", "pair_prf",
     "SET", "ACCURACY", "COUNT", "aggregate_rows", "mean_metrics", "display",
 ]
-
-_KEY_PUNCT = str.maketrans({c: " " for c in string.punctuation + "“”‘’–—"})
-
 
 def norm_key(key: object) -> str:
     """A printed key's normalized form: case folded, punctuation and dashes as spaces.
