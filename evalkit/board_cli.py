@@ -72,12 +72,13 @@ def _stamp() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
 
 
-def _record_history(result) -> None:
+def record_history(result) -> None:
+    """Append to runs/index.jsonl (every scored run, for trend charts); never fail a run over it."""
     from .history import append_history
 
     try:
         append_history(result)
-    except EvalkitError as e:  # the history is a convenience: never fail a sweep over it
+    except EvalkitError as e:
         click.echo(f"evalkit: history not updated: {e}", err=True)
 
 
@@ -108,7 +109,7 @@ def sweep_cmd(backends, out, force, update_scoreboard, board, corpus, sources, t
                        _backends(backends) or [("fake", "fake")], out, force)
     result = sweep(opts)
     print_sweep_summary(result, click.echo)
-    _record_history(result)
+    record_history(result)
     if update_scoreboard:
         path = board or board_path(opts.corpus)
         written = update(result, path, corpus=opts.corpus, sources=opts.sources)
@@ -177,7 +178,7 @@ def band_cmd(n_sweeps, backend, sweep_backends, from_runs, label, band_out, runs
             click.echo(f"Sweep {i}/{len(specs)}: {backends[0][0]}={backends[0][1]} → {out}")
             result = sweep(_sweep_opts(corpus, sources, tasks, only, threshold, workers, max_concurrency, notebooks,
                                        html, backends, out, force=True))
-            _record_history(result)
+            record_history(result)
             if result.failures:
                 print_sweep_summary(result, click.echo)
                 failed_codes.append(result.exit_code)
@@ -250,7 +251,7 @@ def check_cmd(run_dir, backends, out, justify, band_file, update_scoreboard, see
         result = sweep(_sweep_opts(corpus, sources, tasks, only, threshold, workers, max_concurrency, notebooks, html,
                                    parsed, out, force=True))
         print_sweep_summary(result, click.echo)
-        _record_history(result)
+        record_history(result)
         sweep_code = result.exit_code
         run_dir = result.run_dir
     def keep(t: str, m: str) -> bool:

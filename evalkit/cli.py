@@ -110,7 +110,7 @@ def _run(corpus, sources, tasks, only, backends, out, threshold, workers, max_co
     """Run and print the summary; exit with the run's code (or return it, with exit=False).
 
     `judging`: judge, judge_mode, judge_cache, ontology, ontology_mode (RunOptions fields)."""
-    from .history import append_history
+    from .board_cli import record_history
     from .runner import RunOptions, run
     from .scoreboard import board_path, update_scoreboard
 
@@ -135,10 +135,7 @@ def _run(corpus, sources, tasks, only, backends, out, threshold, workers, max_co
                        f"the extractions and are not counted above; cached in its judge cache")
         sys.exit(result.exit_code)
     print_summary(result)
-    try:
-        append_history(result)  # runs/index.jsonl: every scored run, for trend charts
-    except EvalkitError as e:
-        click.echo(f"evalkit: history not updated: {e}", err=True)
+    record_history(result)
     if update_board:
         path = board or board_path(opts.corpus)
         entries = update_scoreboard(result, path, corpus=opts.corpus, sources=opts.sources)
