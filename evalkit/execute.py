@@ -247,8 +247,7 @@ def execute(jobs: list[NotebookJob], workers: int | None = None,
     with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
                              initializer=_init_worker, initargs=(env,)) as pool:
         while pending or running:
-            done_ids = {i for i, r in enumerate(results) if r is not None}
-            ready = sorted(i for i in pending if deps[i] <= done_ids)
+            ready = sorted(i for i in pending if all(results[d] is not None for d in deps[i]))
             if not ready and not running:  # a dependency cycle: run the rest in order
                 ready = sorted(pending)
             for i in ready:

@@ -95,9 +95,8 @@ WHAT = {"entities": "the named entities (name and type)", "relations": "the rela
 # ----------------------------------------------------------------------------- reference: pure parts
 
 def _fields(axis: str, item: Any) -> dict[str, Any]:
-    keys = ("name", "type") if axis == "entities" else ("head", "relation", "tail")
     item = item if isinstance(item, dict) else {}
-    return {k: item.get(k) for k in keys}
+    return {k: item.get(k) for k in pairwise.FIELDS[axis]}
 
 
 def candidates(items: Iterable[dict[str, Any]], axis: str) -> tuple[list[dict], list[dict]]:

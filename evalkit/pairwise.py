@@ -103,12 +103,11 @@ def first_order(member_key: str, a: str, b: str) -> tuple[str, str]:
 
 def request(member_key: str, axis: str, document: str, slot_a: str, slot_b: str) -> Request:
     """The judge request for one order. `slot_a` / `slot_b` are rendered axis contents (no names)."""
-    label = {"entities": "entities", "relations": "relations", "summary": "summary"}[axis]
     user = (f"Source text:\n<<<\n{document}\n>>>\n\n"
-            f"Two extractions of the {label} of this text follow.\n\n"
+            f"Two extractions of the {axis} of this text follow.\n\n"
             f"{QUESTIONS[axis]}\n\n"
-            f"Extraction A ({label}):\n<<<\n{slot_a}\n>>>\n\n"
-            f"Extraction B ({label}):\n<<<\n{slot_b}\n>>>\n\n"
+            f"Extraction A ({axis}):\n<<<\n{slot_a}\n>>>\n\n"
+            f"Extraction B ({axis}):\n<<<\n{slot_b}\n>>>\n\n"
             'Answer with one JSON object: {"verdict": "A" | "B" | "tie", "reason": "..."}. '
             "Say tie only when neither extraction is better.")
     return Request(member=member_key, call_type=CALL_TYPE, system=SYSTEM, user=user, schema=SCHEMA,
