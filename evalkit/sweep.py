@@ -41,7 +41,7 @@ from . import __version__
 from .errors import EXIT_BACKEND, EXIT_CASSETTE, EXIT_INTEGRITY, EXIT_OK, CorpusError, EvalkitError
 from .runner import Outcome, RunOptions, RunResult
 
-__all__ = ["SweepOptions", "MemberResult", "SweepResult", "sweep", "run_direct", "currency_key", "default_sweep_dir",
+__all__ = ["SweepOptions", "MemberResult", "SweepResult", "sweep", "run_direct", "currency_keys", "default_sweep_dir",
            "SWEEP_JSON"]
 
 SWEEP_JSON = "sweep.json"
@@ -99,9 +99,10 @@ def _backend_inputs(spec: str) -> dict[str, str]:
     return out
 
 
-def currency_key(member: Any, label: str, spec: str, sources: Path | None, threshold: float | None,
-                 notebooks: bool) -> dict[str, Any] | None:
-    """What a member × backend's outputs depend on (see module docstring); None if it cannot be known."""
+def currency_keys(member: Any, backends: list[tuple[str, str]], sources: Path | None, threshold: float | None,
+                  notebooks: bool) -> dict[str, dict[str, Any]] | None:
+    """Per backend label, what that member × backend's outputs depend on (see module docstring);
+    None if it cannot be known. The member's own inputs are read and hashed once for all backends."""
     from .pipeline import render_request, request_sha
     from .scoreboard import redact_spec, truth_sha256
     from .sources import check_integrity, read_document, sha256_file
@@ -111,16 +112,16 @@ def currency_key(member: Any, label: str, spec: str, sources: Path | None, thres
         request = render_request(member.task, member, read_document(paths))
     except EvalkitError:
         return None
-    return {
+    common = {
         "request_sha256": request_sha(request),
-        "backend": f"{label}={redact_spec(spec)}",
-        "backend_inputs": _backend_inputs(spec),
         "truth_sha256": truth_sha256(member, sources),
         "task_sha256": sha256_file(member.task.dir / "task.yaml"),
         "threshold": threshold,
         "notebooks": notebooks,
         "evalkit_version": __version__,
     }
+    return {label: {**common, "backend": f"{label}={redact_spec(spec)}", "backend_inputs": _backend_inputs(spec)}
+            for label, spec in backends}
 
 
 # --------------------------------------------------------------------------- the sweep
@@ -284,7 +285,8 @@ def sweep(opts: SweepOptions, progress: Callable[[MemberResult], Any] | None = N
     tasks = load_tasks(opts.corpus, opts.tasks)
     sweep_dir = Path(opts.out or default_sweep_dir(labels))
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    previous = {} if opts.force else _load_previous(sweep_dir)
+    on_disk = _load_previous(sweep_dir)
+    previous = {} if opts.force else on_disk
 
     if opts.only:
         known = {n for t in tasks for d in t.member_dirs() for n in (d.name, f"{t.id}/{d.name}")}
@@ -302,10 +304,7 @@ def sweep(opts: SweepOptions, progress: Callable[[MemberResult], Any] | None = N
             selected.add(key)
             try:
                 member = task.member(mdir.name)
-                keys = {label: currency_key(member, label, spec, opts.sources, opts.threshold, opts.notebooks)
-                        for label, spec in opts.backends}
-                if any(v is None for v in keys.values()):
-                    keys = None
+                keys = currency_keys(member, opts.backends, opts.sources, opts.threshold, opts.notebooks)
             except EvalkitError:
                 keys = None  # the worker reports the problem
             prev = previous.get(key)
@@ -327,7 +326,7 @@ def sweep(opts: SweepOptions, progress: Callable[[MemberResult], Any] | None = N
                 "html": opts.html, "notebooks": opts.notebooks}
 
     # Members outside this selection keep their record in sweep.json (a later full sweep can skip them).
-    others = {k: v for k, v in _load_previous(sweep_dir).items() if k not in selected}
+    others = {k: v for k, v in on_disk.items() if k not in selected}
 
     def record(task_id: str, member_id: str, keys: dict[str, Any] | None, raw: dict[str, Any]) -> None:
         rel = f"members/{task_id}/{member_id}"
