@@ -217,8 +217,7 @@ def resolve_judge(config: JudgeConfig, run_dir: Path, extraction: Sequence[Any] 
         return resolve_backends([f"judge={config.spec}"], env=env)[0]
     cache = Path(config.cache) if config.cache else Path(run_dir).resolve().parent / CACHE_NAME
     for r in extraction:
-        if r.cassette is not None and (_same_file(cache, r.cassette) if cache.exists() else
-                                       cache.resolve() == Path(r.cassette).resolve()):
+        if r.cassette is not None and _same_file(cache, Path(r.cassette)):
             raise UsageError(f"--judge-cache {cache} is backend {r.label}'s cassette: give the judge its own cache")
     return resolve_backends([f"judge={config.spec}"], [f"judge={cache}"], env=env)[0]
 
