@@ -78,7 +78,8 @@ def wait_for(condition, what: str, proc: subprocess.Popen, seconds: float = 300)
     deadline = time.monotonic() + seconds
     while not condition():
         if proc.poll() is not None:
-            raise AssertionError(f"evalkit exited ({proc.returncode}) before {what}:\n{proc.stderr.read()}")
+            stderr = proc.communicate(timeout=60)[1]
+            raise AssertionError(f"evalkit exited ({proc.returncode}) before {what}:\n{stderr}")
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.05)
@@ -96,9 +97,7 @@ def live(gate: Path, *args):
         gate.unlink(missing_ok=True)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=60)
-        proc.stdout.close()
-        proc.stderr.close()
+        proc.communicate(timeout=60)
 
 
 def stop(proc: subprocess.Popen, sig: int, group: bool) -> tuple[int, str, dict[psutil.Process, str]]:
@@ -107,9 +106,11 @@ def stop(proc: subprocess.Popen, sig: int, group: bool) -> tuple[int, str, dict[
     top = psutil.Process(proc.pid)
     tree = {p: " ".join(p.cmdline()) for p in [top, *top.children(recursive=True)]}
     os.killpg(proc.pid, sig) if group else proc.send_signal(sig)
-    # The gate is still closed: a run that waited for the work in flight would never end.
-    code = proc.wait(timeout=60)
-    return code, proc.stderr.read(), tree
+    try:  # the gate is still closed: a run (or an orphan holding its output) that waits for the work never ends
+        _, stderr = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"60 s after {signal.Signals(sig).name}: evalkit or a process it started runs on") from None
+    return proc.returncode, stderr, tree
 
 
 def survivors(tree: dict[psutil.Process, str], seconds: float = 5.0) -> list[str]:
