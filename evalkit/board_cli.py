@@ -150,6 +150,7 @@ def band_cmd(n_sweeps, backend, sweep_backends, from_runs, label, band_out, runs
     Give exactly one of: --backend NAME=SPEC with --sweeps N (live, N runs), --sweep-backend
     NAME=SPEC once per sweep (recorded cassettes), or --from-run DIR once per sweep.
     """
+    from .backends import labels_slug
     from .band import band_path, compute_band, render_markdown, update_readme, write_band
     from .regress import DEFAULT_SEED
     from .sweep import print_sweep_summary, sweep
@@ -174,7 +175,7 @@ def band_cmd(n_sweeps, backend, sweep_backends, from_runs, label, band_out, runs
         roots, failed_codes, stamp = [], [], _stamp()
         for i, spec in enumerate(specs, 1):
             backends = _backends([spec])
-            out = Path(runs_dir) / f"{stamp}-band-{i}-{backends[0][0]}"
+            out = Path(runs_dir) / f"{stamp}-band-{i}-{labels_slug([backends[0][0]])}"
             click.echo(f"Sweep {i}/{len(specs)}: {backends[0][0]}={backends[0][1]} → {out}")
             result = sweep(_sweep_opts(corpus, sources, tasks, only, threshold, workers, max_concurrency, notebooks,
                                        html, backends, out, force=True))
@@ -232,6 +233,7 @@ def check_cmd(run_dir, backends, out, justify, band_file, update_scoreboard, see
     1: an unjustified regression; 3: no scoreboard / nothing to compare; 4/5/6: the new sweep had
     refused / failed members or a cassette problem (and no unjustified regression).
     """
+    from .backends import labels_slug
     from .band import band_path, collect, load_band
     from .regress import DEFAULT_SEED, compare, parse_justify
     from .scoreboard import ScoreboardError, board_path, entries_by_task, load_board, update_scoreboard as update
@@ -247,7 +249,7 @@ def check_cmd(run_dir, backends, out, justify, band_file, update_scoreboard, see
     sweep_code, result = EXIT_OK, None
     if backends:
         parsed = _backends(backends)
-        out = out or Path("runs") / f"{_stamp()}-check-{'+'.join(label for label, _ in parsed)}"
+        out = out or Path("runs") / f"{_stamp()}-check-{labels_slug(label for label, _ in parsed)}"
         result = sweep(_sweep_opts(corpus, sources, tasks, only, threshold, workers, max_concurrency, notebooks, html,
                                    parsed, out, force=True))
         print_sweep_summary(result, click.echo)

@@ -35,6 +35,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .paths import check_name
+
 SEED = 20261130
 N_BOOT = 2000
 LEVEL = 0.95
@@ -76,21 +78,22 @@ def _completion(run: dict[str, Any]) -> Any:
 
 def load(run_dir: str | Path, task: str, backends: list[str] | None = None, judge_mode: str | None = None) -> Comparison:
     """Read one task of a run folder. `backends`: only these (default: every backend of the run, in run order)."""
+    from .backends import folder_label
+
     run_dir = Path(run_dir)
     run = _read(run_dir / "run.json") or {}
     order = [b.get("label") for b in run.get("backends") or [] if isinstance(b, dict)]
-    base = run_dir / task
+    base = run_dir / check_name(task, "a task id")
     folders = sorted({p.parent for p in base.glob("*/*/extraction.json")} | {p.parent for p in base.glob("*/*/score.json")})
-    found = list(dict.fromkeys([b for b in order if any(f.name == b for f in folders)] +
-                               sorted({f.name for f in folders} - set(order))))
+    read = [(f, _read(f / "extraction.json") or {}, _read(f / "score.json")) for f in folders]
+    labels = {f: folder_label(f, ext or score) for f, ext, score in read}
+    found = list(dict.fromkeys([b for b in order if b in labels.values()] + sorted(set(labels.values()) - set(order))))
     chosen = [b for b in (backends or found) if b in found]
     rows, calls, judgments = [], {b: [] for b in chosen}, {}
-    for folder in folders:
-        member, backend = folder.parent.name, folder.name
+    for folder, ext, score in read:
+        member, backend = folder.parent.name, labels[folder]
         if backend not in chosen:
             continue
-        ext = _read(folder / "extraction.json") or {}
-        score = _read(folder / "score.json")
         run_block = ext.get("run") or {}
         if ext:
             calls[backend].append(_completion(run_block))
@@ -182,6 +185,7 @@ def f1_table(c: Comparison, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFr
 # ----------------------------------------------------------------------------- calls
 
 def calls_figures(c: Comparison) -> list[dict[str, Any]]:
+    from .backends import label_folder
     from .ontology import aggregate_compliance
     from .pool import summarize_calls
 
@@ -194,7 +198,7 @@ def calls_figures(c: Comparison) -> list[dict[str, Any]]:
                "truncated_exhausted": s["truncated_exhausted"], "input_tokens": s["input_tokens"],
                "output_tokens": s["output_tokens"], "usd": s["usd"], "replayed": s["replayed"]}
         if c.ontology_mode == "strict":  # micro: summed inside / summed emitted over the scored members
-            figures = [v for f in sorted((c.run_dir / c.task).glob(f"*/{b}/score.json"))
+            figures = [v for f in sorted((c.run_dir / c.task).glob(f"*/{label_folder(b)}/score.json"))
                        if (v := ((_read(f) or {}).get("details") or {}).get("vocabulary"))]
             row["vocabulary_compliance"] = aggregate_compliance(figures)["vocabulary_compliance"] if figures else None
         out.append(row)
@@ -349,7 +353,7 @@ def plan_compare(run_dir: str | Path, task: str, backends: list[str] | None = No
     """compare.ipynb for one task, written to ``<run>/<task>/compare.ipynb`` (run_dir passed relative)."""
     from .execute import NOTEBOOKS_DIR, NotebookJob
 
-    folder = Path(run_dir) / task
+    folder = Path(run_dir) / check_name(task, "a task id")
     folder.mkdir(parents=True, exist_ok=True)
     return NotebookJob(Path(notebooks or NOTEBOOKS_DIR) / NOTEBOOK, folder / NOTEBOOK,
                        {"run_dir": "..", "task": task, "backends": backends, "judge_mode": judge_mode})

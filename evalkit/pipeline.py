@@ -1,9 +1,11 @@
 """One member through extraction and scoring: the functions notebooks call.
 
-Files a member leaves in its run folder (``<run>/<task>/<member>/<backend>/``):
+Files a member leaves in its run folder (``<run>/<task>/<member>/<backend>/``, `home_dir`):
 ``extraction.json`` (the record and its run block) and ``score.json`` (the
 ScoreResult with its item table). Both are written with sorted keys, so the
-same inputs give the same bytes.
+same inputs give the same bytes. Both record the backend's label, which readers
+take from there (`backends.folder_label`): the folder holds its safe form (``org/model`` →
+``org__model``).
 """
 
 from __future__ import annotations
@@ -13,14 +15,19 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .backends import Backend, BackendContext, Completion, Request, parse_backend_arg
-from .corpus import DEFAULT_CORPUS, Member, Task, load_task, sources_dir
+from .backends import Backend, BackendContext, Completion, Request, label_folder, parse_backend_arg
+from .corpus import DEFAULT_CORPUS, Member, Task, find_task, sources_dir
 from .jsonio import canonical_sha, read_json, write_json
 from .scoring import ScoreContext, ScoreResult
 from .sources import Document, check_integrity, read_document
 
 EXTRACTION = "extraction.json"
 SCORE = "score.json"
+
+
+def home_dir(run_dir: str | Path, task_id: str, member_id: str, label: str) -> Path:
+    """Where one member × backend lives in a run folder."""
+    return Path(run_dir) / task_id / member_id / label_folder(label)
 
 
 def render_request(task: Task, member: Member, document: Document, ontology: Any = None) -> Request:
@@ -104,8 +111,7 @@ def run_sync(coro):
 
 
 def locate(task_id: str, member_id: str, corpus: str | Path | None) -> Member:
-    task = load_task(Path(corpus or DEFAULT_CORPUS) / task_id)
-    return task.member(member_id)
+    return find_task(Path(corpus or DEFAULT_CORPUS), task_id).member(member_id)
 
 
 def extract_member(task: str, member: str, backend: str = "fake", corpus: str | Path | None = None,

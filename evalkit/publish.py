@@ -17,7 +17,8 @@ Never copied: the manifest title, source file names, document text, truth values
 notes, error messages, justification texts. Before writing, a guard re-checks that no truth string
 value and no long run of document text occurs anywhere in the published entry.
 
-Refused (exit 3): a member with no scored entry in the private scoreboard, one whose
+Refused (exit 3): a MEMBER that is a path rather than ``TASK/MEMBER`` names (before anything is
+loaded or imported), a member with no scored entry in the private scoreboard, one whose
 ``truth_provenance`` is blank or a placeholder, or whose truth changed since it was scored
 (``evalkit rescore`` first). A source that no longer matches its pinned or sidecar hash is
 refused with exit 4.
@@ -31,8 +32,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from .corpus import DEFAULT_CORPUS, Member, load_task, task_dirs
+from .corpus import DEFAULT_CORPUS, Member, find_task, load_task, task_dirs
 from .errors import EXIT_INVALID, EvalkitError
+from .paths import member_ref
 from .scoreboard import (SECRET_KEYS, edit_board, iter_entries, load_board, numeric_metrics,
                          truth_sha256)
 
@@ -57,9 +59,9 @@ def default_byom_board() -> Path:
 
 def find_member(corpus: Path, ref: str) -> Member:
     """``TASK/MEMBER`` or a bare member id (must name exactly one member across the corpus's tasks)."""
-    task_id, _, member_id = ref.rpartition("/")
+    task_id, _, member_id = member_ref(ref).rpartition("/")
     if task_id:
-        return load_task(Path(corpus) / task_id).member(member_id)
+        return find_task(corpus, task_id).member(member_id)
     hits = [d for d in task_dirs(corpus) if (d / member_id / "manifest.yaml").is_file()]
     if not hits:
         raise NotPublishable(f"{corpus}: no member {member_id!r} in any task")

@@ -202,6 +202,8 @@ def _href(*parts: str) -> str:
 
 
 def _member_rows(task_dir: Path) -> list[dict[str, Any]]:
+    from .backends import folder_label
+
     rows = []
     for folder in sorted(p for p in task_dir.glob("*/*") if p.is_dir()):
         names = {p.name for p in folder.iterdir()}
@@ -213,7 +215,8 @@ def _member_rows(task_dir: Path) -> list[dict[str, Any]]:
                 score = json.loads((folder / "score.json").read_text(encoding="utf-8"))
             except (OSError, json.JSONDecodeError):
                 score = None
-        rows.append({"member": folder.parent.name, "backend": folder.name, "names": names, "score": score})
+        rows.append({"member": folder.parent.name, "folder": folder.name, "backend": folder_label(folder, score),
+                     "names": names, "score": score})
     return rows
 
 
@@ -271,9 +274,9 @@ def render_index(run_dir: str | Path) -> Path:
             links = []
             for stem, text in (("extract", "extraction"), ("score", "score")):
                 if f"{stem}.ipynb" in r["names"] or f"{stem}.html" in r["names"]:
-                    links.append(f'<a href="{_href(task_dir.name, r["member"], r["backend"], stem + ".html")}">{text}</a>')
+                    links.append(f'<a href="{_href(task_dir.name, r["member"], r["folder"], stem + ".html")}">{text}</a>')
             first = links[-1] if links else None
-            member = (f'<a href="{_href(task_dir.name, r["member"], r["backend"], "score.html")}">{e(r["member"])}</a>'
+            member = (f'<a href="{_href(task_dir.name, r["member"], r["folder"], "score.html")}">{e(r["member"])}</a>'
                       if first and "score.ipynb" in r["names"] else e(r["member"]))
             out.append(f"<tr><td>{member}</td><td>{e(r['backend'])}</td><td class=\"num\">{score}</td>"
                        f"<td>{verdict}</td><td>{' · '.join(links)}</td></tr>")

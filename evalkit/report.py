@@ -37,6 +37,7 @@ from typing import Any
 import pandas as pd
 
 from .jsonio import read_json
+from .paths import check_name
 
 __all__ = ["load_scores", "field_accuracy", "mean_field_accuracy", "outcome_counts", "verdict", "SUCCESS",
            "SET_ASIDE", "item_shape", "problem_rows", "set_aside_rows", "member_metrics", "metric_matrix",
@@ -65,19 +66,22 @@ def load_scores(run_dir: str | Path, task: str) -> tuple[pd.DataFrame, pd.DataFr
     A member folder with an extraction.json but no score.json (its scoring
     failed) is listed with verdict "no score" and no items.
     """
-    base = Path(run_dir) / task
+    from .backends import folder_label
+
+    base = Path(run_dir) / check_name(task, "a task id")
     folders = sorted({p.parent for p in base.glob(f"*/*/{SCORE}")} | {p.parent for p in base.glob(f"*/*/{EXTRACTION}")})
-    backends = {f.name for f in folders}
+    found = []  # (folder, its score.json or extraction.json, scored)
+    for folder in folders:
+        scored = (folder / SCORE).is_file()
+        found.append((folder, read_json(folder / (SCORE if scored else EXTRACTION)), scored))
+    backends = {folder_label(folder, data) for folder, data, _ in found}
     rows: list[dict[str, Any]] = []
     items: list[dict[str, Any]] = []
-    for folder in folders:
-        member, backend = folder.parent.name, folder.name
+    for folder, data, scored in found:
+        member, backend = folder.parent.name, folder_label(folder, data)
         label = member if len(backends) <= 1 else f"{member} [{backend}]"
-        score_path = folder / SCORE
-        scored = score_path.is_file()
-        data = read_json(score_path) if scored else {}
-        if not scored and (folder / EXTRACTION).is_file():
-            data = {"run": read_json(folder / EXTRACTION).get("run") or {}}
+        if not scored:
+            data = {"run": data.get("run") or {}}
         run = data.get("run") or {}
         member_items = data.get("items") or []
         rows.append({
@@ -87,7 +91,7 @@ def load_scores(run_dir: str | Path, task: str) -> tuple[pd.DataFrame, pd.DataFr
             "parse": run.get("parse"), "input_tokens": run.get("input_tokens"),
             "output_tokens": run.get("output_tokens"), "usd": run.get("usd"), "latency_s": run.get("latency_s"),
             "error": run.get("error"), "truncated": run.get("truncated"), "items": len(member_items), "notes": len(data.get("notes") or []),
-            "path": f"{member}/{backend}/{SCORE}" if scored else None,
+            "path": f"{member}/{folder.name}/{SCORE}" if scored else None,
             **{f"metric.{k}": v for k, v in sorted((data.get("metrics") or {}).items())},
         })
         for item in member_items:

@@ -21,7 +21,10 @@ from . import __version__
 from .corpus import Member, Task, load_member, load_tasks
 from .errors import (EXIT_BACKEND, EXIT_CASSETTE, EXIT_FAILED, EXIT_INTEGRITY, EXIT_OK, CassetteError, CorpusError,
                      EvalkitError, IntegrityError, SourceMissing, UsageError)
-from .pipeline import EXTRACTION, SCORE, backend_context, extraction_record, read_json, render_request, write_json
+from .backends import check_labels, labels_slug
+from .pipeline import (EXTRACTION, SCORE, backend_context, extraction_record, home_dir, read_json, render_request,
+                       write_json)
+from .paths import member_ref
 from .sources import Document, check_integrity, read_document, sha256_file
 
 RUN_JSON = "run.json"
@@ -100,11 +103,12 @@ class Home:
 
 def default_run_id(labels: list[str]) -> str:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return f"{stamp}-{'+'.join(labels)}"
+    return f"{stamp}-{labels_slug(labels)}"
 
 
 def select_members(tasks: list[Task], only: list[str] | None) -> list[Member]:
     """Load the selected members (only those: a broken sibling must not stop them)."""
+    only = [member_ref(o) for o in only or ()]
     members = [load_member(t, d) for t in tasks for d in t.member_dirs()
                if not only or d.name in only or f"{t.id}/{d.name}" in only]
     if only and not members:
@@ -118,7 +122,7 @@ def gate_members(members: list[Member], sources: Path | None, outcomes: list[Out
     cleared = []
     for m in members:
         try:
-            paths = check_integrity(m, sources)
+            paths = check_integrity(m, sources, seed=True)
             if m.manifest.truth is not None:
                 m.load_truth(sources)
             cleared.append((m, paths))
@@ -154,9 +158,7 @@ def run(opts: RunOptions, progress: Callable[[str, int], Callable[[], Any]] | No
         raise UsageError("--judge-cache needs --judge SPEC")
     tasks = load_tasks(opts.corpus, opts.tasks)
     members = select_members(tasks, opts.only)
-    labels = [label for label, _ in opts.backends]
-    if len(set(labels)) != len(labels):
-        raise EvalkitError(f"backend names must be unique: {', '.join(labels)}")
+    labels = check_labels(label for label, _ in opts.backends)
     if opts.judge and judge_mode != "reference" and len(labels) < 2:
         raise UsageError(f"--judge-mode {judge_mode}: pairwise judging needs at least two --backend")
     # Resolving reads cassettes and the environment only: no call, no file written.
@@ -186,7 +188,7 @@ def run(opts: RunOptions, progress: Callable[[str, int], Callable[[], Any]] | No
     for (m, _), request in zip(cleared, requests):
         for b in backends:
             jobs.append(Job(b, request))
-            homes.append(Home(m, b.label, run_dir / m.task.id / m.id / b.label))
+            homes.append(Home(m, b.label, home_dir(run_dir, m.task.id, m.id, b.label)))
     home_of = {id(j): h for j, h in zip(jobs, homes)}
     for h in homes:  # verdicts of an earlier run in this folder never carry over
         judging.clear(h.dir)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from .corpus import DEFAULT_CORPUS, Member, load_task
+from .corpus import DEFAULT_CORPUS, Member, find_task
 from .errors import EXIT_INVALID, CorpusError, EvalkitError
 from .jsonio import dumps, read_json, write_json
 
@@ -141,9 +141,12 @@ class Scored:
 def scan(root: str | Path) -> list[Scored]:
     """Every scored member × backend under `root`: a run folder, a sweep folder, or a member's home.
 
-    Found by ``**/score.json``; the member key comes from the file (``task/member``) and the backend
-    label from its folder. Sorted by (task, member, backend, path).
+    Found by ``**/score.json``; the member key (``task/member``) and the backend label come from the
+    file (`backends.folder_label`: the folder holds the label's safe form). Sorted by (task, member,
+    backend, path).
     """
+    from .backends import folder_label
+
     root = Path(root)
     if not root.is_dir():
         raise ScoreboardError(f"{root}: run folder not found")
@@ -162,7 +165,7 @@ def scan(root: str | Path) -> list[Scored]:
         run_dir = next((p for p in home.parents if (p / "run.json").is_file()), root)
         sroot = next((p for p in home.parents if (p / "sweep.json").is_file()), sweep_root)
         run_id = (sroot or run_dir).name
-        found.append(Scored(task, member, home.name, home, run_dir, run_id))
+        found.append(Scored(task, member, folder_label(home, data), home, run_dir, run_id))
     return sorted(found, key=lambda s: (s.task, s.member, s.backend, str(s.home)))
 
 
@@ -238,7 +241,7 @@ def numeric_metrics(metrics: Mapping[str, Any]) -> dict[str, float | int | bool 
 def _member(corpus: Path, task: str, member: str, cache: dict) -> Member | None:
     if task not in cache:
         try:
-            cache[task] = load_task(corpus / task)
+            cache[task] = find_task(corpus, task)
         except EvalkitError:
             cache[task] = None
     t = cache[task]

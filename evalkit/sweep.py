@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import __version__
-from .errors import EXIT_BACKEND, EXIT_CASSETTE, EXIT_INTEGRITY, EXIT_OK, CorpusError, EvalkitError
+from .errors import EXIT_BACKEND, EXIT_CASSETTE, EXIT_INTEGRITY, EXIT_OK, CorpusError, Escape, EvalkitError
 from .runner import Outcome, RunOptions, RunResult
 
 __all__ = ["SweepOptions", "MemberResult", "SweepResult", "sweep", "run_direct", "currency_keys", "default_sweep_dir",
@@ -110,6 +110,8 @@ def currency_keys(member: Any, backends: list[tuple[str, str]], sources: Path | 
     try:
         paths = check_integrity(member, sources)
         request = render_request(member.task, member, read_document(paths))
+    except Escape:
+        raise
     except EvalkitError:
         return None
     common = {
@@ -200,7 +202,9 @@ class SweepResult:
 
 def default_sweep_dir(labels: list[str]) -> Path:
     """``runs/sweep-<labels>``: a stable name, so a re-run finds what is current."""
-    return Path("runs") / f"sweep-{'+'.join(labels)}"
+    from .backends import labels_slug
+
+    return Path("runs") / f"sweep-{labels_slug(labels)}"
 
 
 def _outcome(d: dict[str, Any]) -> Outcome:
@@ -242,13 +246,15 @@ def _load_previous(sweep_dir: Path) -> dict[str, Any]:
 
 
 def _is_current(prev: dict[str, Any] | None, keys: dict[str, Any] | None, sweep_dir: Path, labels: list[str]) -> bool:
+    from .pipeline import SCORE, home_dir
+
     if not prev or keys is None or prev.get("status") not in ("ran", "current") or prev.get("keys") != keys:
         return False
     outs = prev.get("outcomes") or []
     if sorted(o.get("backend") for o in outs) != sorted(labels) or any(o.get("status") != "scored" for o in outs):
         return False
     run_dir = sweep_dir / prev.get("run_dir", "")
-    return all((run_dir / o["task"] / o["member"] / o["backend"] / "score.json").is_file() for o in outs)
+    return all((home_dir(run_dir, o["task"], o["member"], o["backend"]) / SCORE).is_file() for o in outs)
 
 
 def _write_sweep_json(sweep_dir: Path, opts: SweepOptions, records: dict[str, MemberResult],
@@ -275,20 +281,21 @@ def _write_sweep_json(sweep_dir: Path, opts: SweepOptions, records: dict[str, Me
 
 def sweep(opts: SweepOptions, progress: Callable[[MemberResult], Any] | None = None) -> SweepResult:
     """Run every selected member (skipping current ones) in worker processes; see module docstring."""
+    from .backends import check_labels
     from .corpus import load_tasks
+    from .paths import member_ref
 
-    labels = [label for label, _ in opts.backends]
+    labels = check_labels(label for label, _ in opts.backends)
     if not labels:
         raise EvalkitError("sweep: give at least one --backend NAME=SPEC")
-    if len(set(labels)) != len(labels):
-        raise EvalkitError(f"backend names must be unique: {', '.join(labels)}")
     tasks = load_tasks(opts.corpus, opts.tasks)
     sweep_dir = Path(opts.out or default_sweep_dir(labels))
-    sweep_dir.mkdir(parents=True, exist_ok=True)
     on_disk = _load_previous(sweep_dir)
     previous = {} if opts.force else on_disk
 
     if opts.only:
+        for o in opts.only:
+            member_ref(o)
         known = {n for t in tasks for d in t.member_dirs() for n in (d.name, f"{t.id}/{d.name}")}
         unknown = [o for o in opts.only if o not in known]
         if unknown:
@@ -305,6 +312,8 @@ def sweep(opts: SweepOptions, progress: Callable[[MemberResult], Any] | None = N
             try:
                 member = task.member(mdir.name)
                 keys = currency_keys(member, opts.backends, opts.sources, opts.threshold, opts.notebooks)
+            except Escape:
+                raise  # a file outside the corpus or sources folder: refuse the sweep before anything is written
             except EvalkitError:
                 keys = None  # the worker reports the problem
             prev = previous.get(key)
@@ -340,6 +349,7 @@ def sweep(opts: SweepOptions, progress: Callable[[MemberResult], Any] | None = N
         if progress:
             progress(res)
 
+    sweep_dir.mkdir(parents=True, exist_ok=True)
     suspects = _run_pool(todo, payload, record, max(1, opts.workers))
     # A worker process that died took its pool down: run each member that was in flight alone, to know which it was.
     for job in suspects:
