@@ -70,35 +70,43 @@ def _pct(x: float | None) -> str:
 def print_summary(result) -> None:
     from collections import defaultdict
 
+    from .status import ERROR, REFUSED, SCORED, SKIPPED
+
     by_task = defaultdict(list)
     for o in result.outcomes:
         by_task[o.task].append(o)
     multi = len({o.backend for o in result.outcomes}) > 1
     for task, outs in by_task.items():
         click.echo(f"{task}")
-        scored = [o for o in outs if o.status == "scored"]
+        scored = [o for o in outs if o.status == SCORED]
+        errors = [o for o in outs if o.status == ERROR]
         for o in outs:
             name = f"  {o.member}" + (f" [{o.backend}]" if multi else "")
-            if o.status == "scored":
+            if o.status == SCORED:
                 verdict = {True: "PASS", False: "FAIL", None: ""}[o.passed]
                 click.echo(f"{name} … {_pct(o.score)} {verdict}".rstrip())
                 for note in o.notes:
                     click.echo(f"      ↳ {note}")
             else:
                 click.echo(f"{name} … {o.status.upper()}")
-                click.echo(f"      ↳ {o.message}")
+                click.echo(f"      ↳ {o.why}")
+        # Members attempted: scored or errored. Means are over the scored ones only; errors are counted beside.
         passed = sum(o.passed is True for o in scored)
-        line = f"  Members: {passed}/{len(scored)} passed"
+        line = f"  Members: {passed}/{len(scored) + len(errors)} passed"
+        if errors:
+            line += f" · {len(errors)} error{'s' if len(errors) > 1 else ''}"
         accs = [o.metrics.get("field_accuracy") for o in scored if o.metrics.get("field_accuracy") is not None]
         if accs:
             line += f" · mean field accuracy {_pct(sum(accs) / len(accs)).strip()}"
         scores = [o.score for o in scored if o.score is not None]
         if scores:
             line += f" · mean score {_pct(sum(scores) / len(scores)).strip()}"
-        others = [o.status for o in outs if o.status != "scored"]
-        for status in ("skipped", "refused", "error"):
-            if status in others:
-                line += f" · {others.count(status)} {status}"
+            if errors:
+                line += f" (over {len(scores)} scored)"
+        for status in (SKIPPED, REFUSED):
+            n = sum(o.status == status for o in outs)
+            if n:
+                line += f" · {n} {status}"
         click.echo(line)
     index = result.run_dir / "index.html"
     click.echo(f"Report: {index if index.exists() else result.run_dir}")

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from .paths import check_name
+from .status import SCORED, status_of
 
 SEED = 20261130
 N_BOOT = 2000
@@ -77,7 +78,9 @@ def _completion(run: dict[str, Any]) -> Any:
 
 
 def load(run_dir: str | Path, task: str, backends: list[str] | None = None, judge_mode: str | None = None) -> Comparison:
-    """Read one task of a run folder. `backends`: only these (default: every backend of the run, in run order)."""
+    """Read one task of a run folder. `backends`: only these (default: every backend of the run, in run order).
+    A member × backend that errored (`evalkit.status`) is not ``scored``: out of every F1 and bootstrap,
+    counted in its backend's error rate (its extraction call is among the calls)."""
     from .backends import folder_label
 
     run_dir = Path(run_dir)
@@ -100,7 +103,7 @@ def load(run_dir: str | Path, task: str, backends: list[str] | None = None, judg
         j = _read(folder / "judgments.json")
         if isinstance(j, dict):
             judgments[(member, backend)] = j
-        rows.append({"member": member, "backend": backend, "scored": score is not None,
+        rows.append({"member": member, "backend": backend, "scored": score is not None and status_of(score) == SCORED,
                      "parse": run_block.get("parse"), "error": run_block.get("error"),
                      **{f"metric.{k}": v for k, v in sorted(((score or {}).get("metrics") or {}).items())}})
     members = pd.DataFrame(rows, columns=None if rows else ["member", "backend", "scored", "parse", "error"])
@@ -341,7 +344,8 @@ def header(c: Comparison) -> dict[str, Any]:
     scored = int(c.members["scored"].sum()) if not c.members.empty else 0
     return {"task": c.task, "backends": ", ".join(c.backends) or "(none)",
             "members": c.members["member"].nunique() if not c.members.empty else 0,
-            "scored member × backend": scored, "ontology mode": c.ontology_mode,
+            "scored member × backend": scored, "errored (no score, left out)": len(c.members) - scored,
+            "ontology mode": c.ontology_mode,
             "judge": f"{judge.get('spec')} ({judge.get('model')})" if judge else "none (judged figures are null)",
             "judge mode": c.judge_mode or "—"}
 
@@ -365,6 +369,8 @@ def graph_tasks(run_dir: str | Path) -> list[str]:
     for task_dir in sorted(p for p in Path(run_dir).iterdir() if p.is_dir() and not p.name.startswith(".")):
         for score in sorted(task_dir.glob("*/*/score.json")):
             data = _read(score) or {}
+            if status_of(data) != SCORED:
+                continue  # an error has no items to tell the shape by
             if (data.get("details") or {}).get("headline") == "relations_f1" or any(
                     "axis" in i for i in (data.get("items") or [])[:1]):
                 out.append(task_dir.name)

@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .jsonio import write_text
+from .status import failure_of
 
 __all__ = ["render_notebook", "render_run", "render_index", "safe_svg", "clean_output_html", "TEMPLATES"]
 
@@ -229,6 +230,7 @@ th, td { border: 1px solid #d8dee4; padding: 4px 10px; text-align: left; }
 thead th { background: #f6f8fa; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .PASS { color: #1a7f37; font-weight: 600; } .FAIL { color: #cf222e; font-weight: 600; }
+.ERROR { color: #9a6700; font-weight: 600; }
 .missing { color: #8c959f; }
 """
 
@@ -265,8 +267,12 @@ def render_index(run_dir: str | Path) -> Path:
                    "<th>pages</th></tr></thead><tbody>")
         for r in rows:
             s = r["score"]
+            failed = failure_of(s)
             if s is None:
                 score, verdict = '<span class="missing">—</span>', '<span class="missing">no score</span>'
+            elif failed is not None:  # a failure is never a number
+                score = '<span class="ERROR">ERROR</span>'
+                verdict = f'<span class="ERROR" title="{e(failed.message)}">ERROR</span> {e(failed.cause)}'
             else:
                 score = "n/a" if s.get("score") is None else f"{float(s['score']):.3f}"
                 v = "n/a" if s.get("passed") is None else ("PASS" if s["passed"] else "FAIL")

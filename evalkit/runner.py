@@ -4,6 +4,8 @@ report notebook per task → HTML.
 
 Each phase leaves files in the run folder (an extraction.json is written the
 moment its call completes), so a failure anywhere keeps what was done before it.
+A member × backend whose call, scorer or notebook failed ends with status
+``error`` and its cause (`evalkit.status`), never with a score: exit 5.
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ from typing import Any, Callable
 
 from . import __version__
 from .corpus import Member, Task, load_member, load_tasks
-from .errors import (EXIT_BACKEND, EXIT_CASSETTE, EXIT_FAILED, EXIT_INTEGRITY, EXIT_OK, CassetteError, CorpusError,
+from .errors import (EXIT_BACKEND, EXIT_FAILED, EXIT_INTEGRITY, EXIT_OK, CassetteError, CorpusError,
                      EvalkitError, IntegrityError, SourceMissing, UsageError)
 from .backends import check_labels, labels_slug
 from .pipeline import (EXTRACTION, SCORE, backend_context, extraction_record, home_dir, read_json, render_request,
-                       write_json)
+                       write_json, write_score)
 from .paths import member_ref
 from .sources import Document, check_integrity, read_document, sha256_file
+from .status import ERROR, NOTEBOOK_FAILED, REFUSED, SCORED, Failed, failure_of
 
 RUN_JSON = "run.json"
 
@@ -62,12 +65,18 @@ class Outcome:
     task: str
     member: str
     backend: str
-    status: str  # scored | skipped | refused | error
+    status: str  # scored | skipped | refused | error (evalkit.status)
     score: float | None = None
     passed: bool | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     message: str = ""
+    cause: str = ""  # of an error: provider_error, timeout, pipeline_exception, ... (evalkit.status)
+
+    @property
+    def why(self) -> str:
+        """The ↳ line of an outcome that has no score: ``cause: message``."""
+        return f"{self.cause}: {self.message}" if self.cause else self.message
 
 
 @dataclass
@@ -81,13 +90,11 @@ class RunResult:
         if self.plan is not None:
             return EXIT_OK if self.plan.ok else self.plan.guards[0].error.exit_code
         statuses = {o.status for o in self.outcomes}
-        if "refused" in statuses:
+        if REFUSED in statuses:
             return EXIT_INTEGRITY
-        if any(o.status == "error" and o.message.startswith("cassette") for o in self.outcomes):
-            return EXIT_CASSETTE
-        if "error" in statuses:
+        if ERROR in statuses:  # whatever the verdicts of the others
             return EXIT_BACKEND
-        if any(o.status == "scored" and o.passed is False for o in self.outcomes):
+        if any(o.status == SCORED and o.passed is False for o in self.outcomes):
             return EXIT_FAILED
         return EXIT_OK
 
@@ -255,12 +262,16 @@ def _order(o: Outcome) -> tuple:
     return (o.task, o.member, o.backend)
 
 
-def _outcome(home: Home, score: dict[str, Any], extraction: dict[str, Any]) -> Outcome:
-    notes = list(score.get("notes", []))
-    if extraction["run"].get("error"):
-        notes.insert(0, f"backend error: {extraction['run']['error']}")
+def _outcome(home: Home, score: dict[str, Any]) -> Outcome:
+    """The outcome score.json records."""
     m = home.member
-    return Outcome(m.task.id, m.id, home.label, "scored", score=score.get("score"), passed=score.get("passed"),
+    failed = failure_of(score)
+    if failed is not None:
+        return Outcome(m.task.id, m.id, home.label, ERROR, message=failed.message, cause=failed.cause)
+    notes = list(score.get("notes", []))
+    if (score.get("run") or {}).get("error"):  # an answer that came with an error (malformed): scored, noted
+        notes.insert(0, f"backend error: {score['run']['error']}")
+    return Outcome(m.task.id, m.id, home.label, SCORED, score=score.get("score"), passed=score.get("passed"),
                    metrics=score.get("metrics", {}), notes=notes)
 
 
@@ -286,9 +297,11 @@ def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opt
         failed = [by_output[j.output] for j in per_home[h.dir] if not by_output[j.output].ok]
         if failed or not (h.dir / SCORE).exists():
             why = failed[0].error if failed else "score.json was not written"
-            outcomes.append(Outcome(h.member.task.id, h.member.id, h.label, "error", message=f"notebook failed: {why}"))
-            continue
-        outcomes.append(_outcome(h, read_json(h.dir / SCORE), read_json(h.dir / EXTRACTION)))
+            # score.json says so too: the index, scoreboard and history read the same status
+            score = write_score(h.dir, h.member, read_json(h.dir / EXTRACTION), Failed(NOTEBOOK_FAILED, why))
+        else:
+            score = read_json(h.dir / SCORE)
+        outcomes.append(_outcome(h, score))
     for j, r in zip(jobs, results):
         if j.output.name == "report.ipynb" and not r.ok:
             print(f"evalkit: report notebook {j.output} failed: {r.error}", file=sys.stderr)
@@ -300,23 +313,12 @@ def _spec(home: Home) -> str:
 
 
 def _score_in_process(homes: list[Home], documents: dict[str, Document], opts: RunOptions) -> list[Outcome]:
-    from .pipeline import score_record
+    """What score.ipynb does (`pipeline.score_extraction`, `pipeline.write_score`), without papermill."""
+    from .pipeline import score_extraction
 
     outcomes = []
     for h in homes:
         extraction = read_json(h.dir / EXTRACTION)
-        m = h.member
-        try:
-            from .judge import load_judgments
-
-            result = score_record(m, extraction.get("record"), documents[m.key], opts.sources, opts.threshold,
-                                  judgments=load_judgments(h.dir, extraction), ontology=extraction.get("ontology"))
-        except EvalkitError:
-            raise
-        except Exception as e:  # noqa: BLE001 - a scorer crash fails this member only
-            outcomes.append(Outcome(m.task.id, m.id, h.label, "error", message=f"scoring failed: {type(e).__name__}: {e}"))
-            continue
-        payload = result.to_json() | {"member": m.key, "backend": extraction["backend"], "run": extraction["run"]}
-        write_json(h.dir / SCORE, payload)
-        outcomes.append(_outcome(h, payload, extraction))
+        result = score_extraction(h.member, extraction, h.dir, documents[h.member.key], opts.sources, opts.threshold)
+        outcomes.append(_outcome(h, write_score(h.dir, h.member, extraction, result)))
     return outcomes

@@ -16,7 +16,8 @@ backends → extraction.json → scorer → score.json, no .ipynb/.html): the sa
 scoreboard, band and check read, in a fraction of the time.
 
 **Current** (skipped on a re-run, unless ``--force``): a member whose previous outcome in this
-sweep folder was scored for every backend and whose *currency key* is unchanged for every
+sweep folder was scored for every backend (an ``error``, `evalkit.status`, is never current: the
+next sweep retries it) and whose *currency key* is unchanged for every
 backend. The key holds: the request sha256 (prompt, schema, settings and the source text), the
 backend label and spec (secrets redacted) plus a fingerprint of any local file or folder the spec
 names (a cassette or predictions dir), the truth file's sha256, the task.yaml sha256 (scorer options,
@@ -40,6 +41,7 @@ from typing import Any, Callable
 from . import __version__
 from .errors import EXIT_BACKEND, EXIT_CASSETTE, EXIT_INTEGRITY, EXIT_OK, CorpusError, Escape, EvalkitError
 from .runner import Outcome, RunOptions, RunResult
+from .status import ERROR, REFUSED, SCORED, SKIPPED
 
 __all__ = ["SweepOptions", "MemberResult", "SweepResult", "sweep", "run_direct", "currency_keys", "default_sweep_dir",
            "SWEEP_JSON"]
@@ -164,8 +166,8 @@ class MemberResult:
     def failures(self) -> list[str]:
         """One line per problem: a crash, or a refused / errored backend outcome."""
         out = [f"{self.key}: {self.message}"] if self.status == "failed" and self.message else []
-        out += [f"{self.key} [{o.backend}]: {o.status}: {o.message}" for o in self.outcomes
-                if o.status in ("refused", "error")]
+        out += [f"{self.key} [{o.backend}]: {o.status}: {o.why}"
+                for o in self.outcomes if o.status in (REFUSED, ERROR)]
         return out
 
 
@@ -190,12 +192,12 @@ class SweepResult:
         are listed); 4: a member was refused by the integrity gate; 6: a cassette miss or corrupt
         cassette; 5: a member failed otherwise (backend, notebook, crash)."""
         statuses = {o.status for o in self.outcomes}
-        if "refused" in statuses:
+        if REFUSED in statuses:
             return EXIT_INTEGRITY
         codes = {m.exit_code for m in self.members if m.status == "failed"}
         if EXIT_CASSETTE in codes:
             return EXIT_CASSETTE
-        if "error" in statuses or codes:
+        if ERROR in statuses or codes:
             return EXIT_BACKEND
         return EXIT_OK
 
@@ -251,7 +253,7 @@ def _is_current(prev: dict[str, Any] | None, keys: dict[str, Any] | None, sweep_
     if not prev or keys is None or prev.get("status") not in ("ran", "current") or prev.get("keys") != keys:
         return False
     outs = prev.get("outcomes") or []
-    if sorted(o.get("backend") for o in outs) != sorted(labels) or any(o.get("status") != "scored" for o in outs):
+    if sorted(o.get("backend") for o in outs) != sorted(labels) or any(o.get("status") != SCORED for o in outs):
         return False
     run_dir = sweep_dir / prev.get("run_dir", "")
     return all((home_dir(run_dir, o["task"], o["member"], o["backend"]) / SCORE).is_file() for o in outs)
@@ -415,19 +417,19 @@ def print_sweep_summary(result: SweepResult, echo: Callable[[str], Any] = print)
         for o in m.outcomes:
             name = f"  {m.key}" + (f" [{o.backend}]" if multi else "")
             tag = " (current, skipped)" if m.status == "current" else ""
-            if o.status == "scored":
+            if o.status == SCORED:
                 score = "   n/a" if o.score is None else f"{100 * o.score:5.1f}%"
                 verdict = {True: " PASS", False: " FAIL", None: ""}[o.passed]
                 echo(f"{name} … {score}{verdict}{tag}")
             else:
                 echo(f"{name} … {o.status.upper()}")
-                echo(f"      ↳ {o.message}")
+                echo(f"      ↳ {o.why}")
     ran = sum(m.status == "ran" for m in result.members)
     current = sum(m.status == "current" for m in result.members)
-    scored = [o for o in result.outcomes if o.status == "scored"]
-    skipped = sum(o.status == "skipped" for o in result.outcomes)
+    count = {s: sum(o.status == s for o in result.outcomes) for s in (SCORED, ERROR, SKIPPED)}
     echo(f"Sweep: {len(result.members)} member(s): {ran} run, {current} current (skipped), "
-         f"{len(scored)} scored, {skipped} skipped (source missing), {len(result.failures)} failure(s)")
+         f"{count[SCORED]} scored, {count[ERROR]} error(s), {count[SKIPPED]} skipped (source missing), "
+         f"{len(result.failures)} failure(s)")
     if result.failures:
         echo("Failures:")
         for line in result.failures:
