@@ -25,7 +25,7 @@ from typing import Any
 
 from ..errors import BackendError, UsageError
 from .base import Request
-from .live import Attempt, LiveBackend, import_sdk, option_float, option_int, response_text, short, status_error_body
+from .live import Attempt, LiveBackend, import_sdk, option_float, option_int, response_text, status_error_body
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 TOOL_NAME = "record_extraction"
@@ -73,12 +73,12 @@ class AnthropicBackend(LiveBackend):
                 raw = await self._create(request, max_tokens)
         except anthropic.APIStatusError as e:
             body = status_error_body(e)
-            return Attempt(error=f"HTTP {e.status_code} from anthropic: {short(body)}", raw_body=body)
+            return Attempt(error=f"HTTP {e.status_code} from anthropic: {body}", raw_body=body)
         except anthropic.APIConnectionError as e:  # includes timeouts
             detail = f"{type(e).__name__}: {e}"
             return Attempt(error=detail, raw_body=detail)
         except anthropic.AnthropicError as e:
-            return Attempt(error=f"{type(e).__name__}: {short(str(e))}", raw_body=str(e))
+            return Attempt(error=f"{type(e).__name__}: {e}", raw_body=str(e))
         return self._read(await response_text(raw))
 
     def _read(self, body: str) -> Attempt:
@@ -93,7 +93,7 @@ class AnthropicBackend(LiveBackend):
             tool_input = next((b.get("input") for b in blocks if b.get("type") == "tool_use"), None)
             text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
         except (ValueError, KeyError, TypeError, AttributeError):
-            return Attempt(error=f"unreadable response body from anthropic: {short(body, 200)}",
+            return Attempt(error=f"unreadable response body from anthropic: {body}",
                            error_class="malformed", raw_body=body)
         common = dict(finish_reason=stop, truncated=stop == "max_tokens", input_tokens=input_tokens,
                       output_tokens=output_tokens, model=data.get("model") or None, raw_body=body)
