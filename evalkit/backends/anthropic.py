@@ -12,7 +12,8 @@ sending it (``send_temperature=false`` does that from the start).
 The key comes only from ``ANTHROPIC_API_KEY`` and is handed to the SDK
 directly (no profile or credentials-file discovery). The base URL can be
 changed only through the SDK's own ``ANTHROPIC_BASE_URL`` (tests point it at a
-local server). Options: ``model`` (default ``claude-sonnet-5-5``, the newest Sonnet the installed SDK lists), ``timeout``
+local server). Options: ``model`` (default ``claude-sonnet-5-5``, the newest Sonnet the installed SDK lists,
+priced in `evalkit.pricing.DEFAULT_PRICES`), ``timeout``
 (seconds per attempt, default 120), ``max_retries`` (the SDK's retries on
 429/5xx/timeouts, honouring ``retry-after``; default 4), ``send_temperature``.
 """

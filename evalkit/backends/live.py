@@ -35,7 +35,12 @@ from .base import Completion, Request
 from .parse import parse_record
 
 DEFAULT_TIMEOUT_S = 120.0
-DEFAULT_MAX_RETRIES = 4
+DEFAULT_MAX_RETRIES = 4  # the SDK's own retries of one call (429, 5xx, timeouts)
+
+
+def call_budgets(max_tokens: int) -> tuple[int, int]:
+    """The output budgets one request may be sent with: the call, then its one truncation retry at twice that."""
+    return max_tokens, 2 * max_tokens
 
 
 @dataclass
@@ -172,7 +177,9 @@ class LiveBackend:
         return self.prices or default_table()
 
     def estimate_usd(self, request: Request) -> float:
-        return self._price_table().estimate(self.model, request_chars(request), request.max_tokens)
+        """What --max-usd reserves for a call: its bound with the truncation retry. The SDK's retries are
+        not counted here: a provider does not bill an attempt that failed (a timed-out one aside)."""
+        return self._price_table().bound(self.model, request_chars(request), call_budgets(request.max_tokens))
 
     async def _call(self, request: Request, max_tokens: int) -> Attempt:
         """One provider call, scrubbed where it enters evalkit: nothing after this sees a secret."""
@@ -191,13 +198,13 @@ class LiveBackend:
 
     async def complete(self, request: Request) -> Completion:
         started = time.perf_counter()
-        budget = request.max_tokens
+        budget, retry_budget = call_budgets(request.max_tokens)
         attempt = await self._call(request, budget)
         calls, tokens_in, tokens_out = 1, attempt.input_tokens, attempt.output_tokens
         truncated: str | None = None
         if attempt.error is None and attempt.truncated:
             self._report(request, attempt, "truncation", budget)
-            budget *= 2
+            budget = retry_budget
             attempt = await self._call(request, budget)
             calls += 1
             tokens_in += attempt.input_tokens
