@@ -18,7 +18,9 @@ identical keys are served first-in first-out, in file order. Editing one word
 of a prompt template, the schema or a setting changes the key.
 
 The seam sits above HTTP: only the semantic request and the response content
-and usage are stored — never headers, keys, base URLs or raw HTTP bodies.
+and usage are stored — never headers, keys, base URLs or raw HTTP bodies — and
+what is stored of the response has passed the secret scrubber
+(`evalkit.redact`), as has what is replayed.
 (``member`` is stored for people reading the file and for miss messages; it
 is not part of the key.)
 
@@ -57,6 +59,7 @@ from .backends.parse import parse_record
 from .errors import CassetteCorrupt, CassetteError, CassetteMiss, UsageError
 from .failures import Failure, FailureLog
 from .jsonio import canonical_sha
+from .redact import scrub_answer
 
 RECORD_ENV = "EVALKIT_RECORD_LLM"
 REPLAY_ENV = "EVALKIT_REPLAY_LLM"
@@ -111,6 +114,8 @@ def make_record(request: Request, model: str, provider: str, completion: Complet
 
 
 def completion_from_record(rec: dict[str, Any]) -> Completion:
+    """A recorded answer as a `Completion`, through the secret scrubber (a cassette recorded before a
+    key was scrubbed, or by another tool, must not carry it further)."""
     r = rec["response"]
     content = r.get("content") or ""
     parse = r.get("parse") or "clean"
@@ -121,10 +126,11 @@ def completion_from_record(rec: dict[str, Any]) -> Completion:
     else:
         record = None
     usage = r.get("usage") or {}
-    return Completion(record=record, raw=content, parse=parse, model=r.get("model") or rec.get("model", ""),
-                      input_tokens=int(usage.get("input_tokens") or 0), output_tokens=int(usage.get("output_tokens") or 0),
-                      usd=float(r.get("usd") or 0.0), latency_s=float(r.get("latency_s") or 0.0),
-                      finish_reason=r.get("finish_reason"), truncated=r.get("truncated"), calls=0, replayed=True)
+    return scrub_answer(Completion(
+        record=record, raw=content, parse=parse, model=r.get("model") or rec.get("model", ""),
+        input_tokens=int(usage.get("input_tokens") or 0), output_tokens=int(usage.get("output_tokens") or 0),
+        usd=float(r.get("usd") or 0.0), latency_s=float(r.get("latency_s") or 0.0),
+        finish_reason=r.get("finish_reason"), truncated=r.get("truncated"), calls=0, replayed=True))
 
 
 def _check_record(rec: Any) -> str | None:

@@ -49,6 +49,7 @@ class RunOptions:
     dry_run: bool = False
     max_usd: float | None = None
     prices: Path | None = None
+    allow_unpriced: bool = False  # --allow-unpriced: a model with no price may run under --max-usd / --dry-run
     notebooks: bool = True  # False: score in-process (no papermill, no HTML) — `sweep --no-notebooks`
     report: bool = True  # run report.ipynb per task
     judge: str | None = None  # --judge SPEC (evalkit.judge)
@@ -178,9 +179,8 @@ def run(opts: RunOptions, progress: Callable[[str, int], Callable[[], Any]] | No
     documents: dict[str, Document] = {m.key: read_document(paths) for m, paths in cleared}
     requests = [render_request(m.task, m, documents[m.key], ontology) for m, _ in cleared]
     prices = PriceTable(path=opts.prices) if opts.prices else None
-    the_plan = plan(resolved, requests, prices)
-    if judge_resolved is not None:
-        the_plan.guards += judge_resolved.guards
+    budgeted = (opts.dry_run or opts.max_usd is not None) and not opts.allow_unpriced
+    the_plan = plan(resolved, requests, prices, require_prices=budgeted, judge=judge_resolved)
     if opts.dry_run:
         return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), plan=the_plan)
     if not cleared:  # nothing passed the gate: construct no backend at all
