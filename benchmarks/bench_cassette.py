@@ -19,10 +19,12 @@ Then measures, each in a fresh child process so that no figure warms the next, s
   (its message names the nearest recorded request, which reads every record once).
 
 Seconds are the wall and CPU time of the open alone (imports excluded; on a busy machine wall exceeds
-CPU by the waits for a core). Memory is the child's peak resident
-set (``ru_maxrss``) after the open minus its resident set just before it, against the file's size.
+CPU by the waits for a core). Memory, against the file's size: the child's peak resident set
+(``ru_maxrss``) after the open minus its resident set just before it, and, in a child of its own,
+tracemalloc's peak of Python's allocations during the open.
 The file stays in the page cache (warm reads; a cold disk adds its read time to the one pass and to
-parse-every-line alike). Prints figures; asserts nothing (speed is measured here, not in tests).
+parse-every-line alike). Prints figures; asserts only that every way read every record (speed is
+measured here, not in tests).
 """
 
 from __future__ import annotations
@@ -128,7 +130,7 @@ def _replays(path: Path, cassette, n: int, replays: int) -> dict:
     backend = ReplayBackend("g", path, cassette=cassette)
     requests = [synthetic_request(templates, i) for i in random.Random(1).sample(range(n), min(replays, n))]
 
-    async def replay_all() -> list[float]:
+    async def replay_all() -> list[tuple[float, float]]:
         times = []
         for request in requests:
             t, cpu = time.perf_counter(), time.thread_time()
