@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from .errors import EXIT_FAILED, EXIT_OK, EvalkitError, UsageError
+from .errors import EXIT_BACKEND, EXIT_FAILED, EXIT_OK, EvalkitError, UsageError
 
 __all__ = ["COMMANDS", "sweep_cmd", "band_cmd", "check_cmd", "rescore_cmd", "publish_cmd", "report_byom"]
 
@@ -99,8 +99,9 @@ def sweep_cmd(backends, out, force, update_scoreboard, board, corpus, sources, t
     """Run every member of every selected task in worker processes; skip members whose outputs are current.
 
     Exit 0 when every member ran (or was current), 4 if any was refused by the integrity gate,
-    5 if any failed otherwise (backend error, notebook or worker crash). Verdicts (PASS/FAIL)
-    are results, not failures.
+    5 if any errored or failed otherwise (backend error, notebook or worker crash; 6 for a cassette
+    problem). Verdicts (PASS/FAIL) are results, not failures; an errored member is never written
+    to the scoreboard and is retried by the next sweep.
     """
     from .scoreboard import board_path, update_scoreboard as update
     from .sweep import print_sweep_summary, sweep
@@ -150,6 +151,7 @@ def band_cmd(n_sweeps, backend, sweep_backends, from_runs, label, band_out, runs
     Give exactly one of: --backend NAME=SPEC with --sweeps N (live, N runs), --sweep-backend
     NAME=SPEC once per sweep (recorded cassettes), or --from-run DIR once per sweep.
     """
+    from .backends import labels_slug
     from .band import band_path, compute_band, render_markdown, update_readme, write_band
     from .regress import DEFAULT_SEED
     from .sweep import print_sweep_summary, sweep
@@ -174,7 +176,7 @@ def band_cmd(n_sweeps, backend, sweep_backends, from_runs, label, band_out, runs
         roots, failed_codes, stamp = [], [], _stamp()
         for i, spec in enumerate(specs, 1):
             backends = _backends([spec])
-            out = Path(runs_dir) / f"{stamp}-band-{i}-{backends[0][0]}"
+            out = Path(runs_dir) / f"{stamp}-band-{i}-{labels_slug([backends[0][0]])}"
             click.echo(f"Sweep {i}/{len(specs)}: {backends[0][0]}={backends[0][1]} → {out}")
             result = sweep(_sweep_opts(corpus, sources, tasks, only, threshold, workers, max_concurrency, notebooks,
                                        html, backends, out, force=True))
@@ -228,13 +230,16 @@ def check_cmd(run_dir, backends, out, justify, band_file, update_scoreboard, see
     """Compare a new sweep (RUN_DIR, or run one with --backend) with the standing scoreboard.
 
     A gated metric (higher is better) whose corpus mean drops by more than its band is a
-    regression. Exit 0: no regression, or every one justified (recorded in the scoreboard);
+    regression. A member that errored in the new sweep is named as not comparable and left out.
+    Exit 0: no regression, or every one justified (recorded in the scoreboard);
     1: an unjustified regression; 3: no scoreboard / nothing to compare; 4/5/6: the new sweep had
-    refused / failed members or a cassette problem (and no unjustified regression).
+    refused / errored or failed members or a cassette problem (and no unjustified regression).
     """
+    from .backends import labels_slug
     from .band import band_path, collect, load_band
     from .regress import DEFAULT_SEED, compare, parse_justify
-    from .scoreboard import ScoreboardError, board_path, entries_by_task, load_board, update_scoreboard as update
+    from .scoreboard import ScoreboardError, board_path, entries_by_task, load_board, scan, update_scoreboard as update
+    from .status import ERROR, failure_of
     from .sweep import print_sweep_summary, sweep
 
     if bool(run_dir) == bool(backends):
@@ -247,7 +252,7 @@ def check_cmd(run_dir, backends, out, justify, band_file, update_scoreboard, see
     sweep_code, result = EXIT_OK, None
     if backends:
         parsed = _backends(backends)
-        out = out or Path("runs") / f"{_stamp()}-check-{'+'.join(label for label, _ in parsed)}"
+        out = out or Path("runs") / f"{_stamp()}-check-{labels_slug(label for label, _ in parsed)}"
         result = sweep(_sweep_opts(corpus, sources, tasks, only, threshold, workers, max_concurrency, notebooks, html,
                                    parsed, out, force=True))
         print_sweep_summary(result, click.echo)
@@ -259,9 +264,14 @@ def check_cmd(run_dir, backends, out, justify, band_file, update_scoreboard, see
 
     new = {t: {b: {m: v for m, v in per.items() if keep(t, m)} for b, per in d.items()}
            for t, d in collect(run_dir, list(tasks) or None).items()}
+    errors: dict = {}  # the new sweep's errored members: no score, not comparable
+    for s in scan(run_dir, status=ERROR):
+        if (not tasks or s.task in tasks) and keep(s.task, s.member):
+            errors.setdefault(s.task, {}).setdefault(s.backend, {})[s.member] = str(failure_of(s.score()))
     standing = {t: {b: {m: e.get("metrics") or {} for m, e in per.items() if keep(t, m)} for b, per in d.items()}
                 for t, d in entries_by_task(standing_board, list(tasks) or None).items()}
-    cmp = compare(standing, new, band, seed=DEFAULT_SEED if seed is None else seed, justifications=justifications)
+    cmp = compare(standing, new, band, seed=DEFAULT_SEED if seed is None else seed, justifications=justifications,
+                  errors=errors)
     if band is None:
         click.echo(f"note: no band file at {band_file or band_path(corpus)}: every band is the 0.02 floor")
     for note in cmp.notes:
@@ -298,6 +308,8 @@ def check_cmd(run_dir, backends, out, justify, band_file, update_scoreboard, see
         written = update(result if result is not None else run_dir, board_file, record, corpus=corpus, sources=sources)
         click.echo(f"Scoreboard: {len(written)} entr{'y' if len(written) == 1 else 'ies'} written to {board_file}"
                    + (f" with {len(justified)} justification(s)" if justified else ""))
+    if sweep_code == EXIT_OK and errors:
+        sweep_code = EXIT_BACKEND  # errored members: the check could not compare them
     if sweep_code != EXIT_OK:
         click.echo("The new sweep had failures (listed above).")
         sys.exit(sweep_code)

@@ -18,7 +18,9 @@ identical keys are served first-in first-out, in file order. Editing one word
 of a prompt template, the schema or a setting changes the key.
 
 The seam sits above HTTP: only the semantic request and the response content
-and usage are stored — never headers, keys, base URLs or raw HTTP bodies.
+and usage are stored — never headers, keys, base URLs or raw HTTP bodies — and
+what is stored of the response has passed the secret scrubber
+(`evalkit.redact`), as has what is replayed.
 (``member`` is stored for people reading the file and for miss messages; it
 is not part of the key.)
 
@@ -32,31 +34,57 @@ Replay (`ReplayBackend`) never calls anything: a request with no record
 raises `CassetteMiss` naming the member, the key, the nearest recorded request
 and the command that re-records.
 
-Load-time checks: a line that is not a valid record raises `CassetteCorrupt`
-with its line number; an unreadable *last* line (a crash mid-append) is
-reported on stderr and ignored — everything before it replays. When recording
-resumes on such a file, that torn fragment (never a complete record) is cut
-off before appending.
+Opening is indexing, so that a 100k-record cassette (630 MB) opens in a fraction
+of a second and a few percent of its size in memory (`benchmarks/bench_cassette.py`):
+`Cassette.load` keeps each record's key and byte span, and parses a record only
+when it is served (or, on a miss, to find the nearest request). One pass reads
+the lines: a line that begins as `encode_record` writes it (``{"key": "<hex>",
+"call_type": …, "provider": …, "model": …`` and ends with ``}``) is indexed from
+that prefix alone; any other line (other key order, a hand edit) is parsed in
+full, and so is the last line.
+
+Checks: a line that is not a record's shape, or a parsed line that is not a
+valid record, raises `CassetteCorrupt` with its line number when the cassette
+is opened; a line with a record's prefix whose body is damaged raises it, with
+its line number, when that record is served (`load_records` parses them all).
+An unreadable *last* line (a crash mid-append) is reported on stderr and
+ignored — everything before it replays. When recording resumes on such a file,
+that torn fragment (never a complete record) is cut off before appending.
+
+The sidecar index ``<name>.idx`` (JSON: the keys and spans, and the file's size,
+mtime and a sha256 of its first and last 64 KiB) lets the next open skip even the
+pass. It is a cache beside cassettes of 1 MiB and more (`INDEX_MIN_BYTES`; smaller
+ones, the committed ones among them, never get one; git ignores ``*.idx``): used
+only while size, mtime and both ends match, so an append by another process, a
+truncation or an edit means one pass again; and every served line must still
+hold the key the index put there. Loading writes nothing (a dry run stays
+read-only); the backends save the index when they close, a recorder including
+what it appended — unless another process wrote to the file meanwhile.
 """
 
 from __future__ import annotations
 
+import base64
 import difflib
 import hashlib
+import heapq
 import json
 import os
 import re
+import shutil
 import sys
-from collections import Counter, deque
+from array import array
+from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, BinaryIO, Iterable, Iterator, Mapping
 
 from .backends.base import Completion, Request
 from .backends.parse import parse_record
 from .errors import CassetteCorrupt, CassetteError, CassetteMiss, UsageError
 from .failures import Failure, FailureLog
-from .jsonio import canonical_sha
+from .jsonio import canonical_sha, write_text
+from .redact import scrub_answer
 
 RECORD_ENV = "EVALKIT_RECORD_LLM"
 REPLAY_ENV = "EVALKIT_REPLAY_LLM"
@@ -111,6 +139,8 @@ def make_record(request: Request, model: str, provider: str, completion: Complet
 
 
 def completion_from_record(rec: dict[str, Any]) -> Completion:
+    """A recorded answer as a `Completion`, through the secret scrubber (a cassette recorded before a
+    key was scrubbed, or by another tool, must not carry it further)."""
     r = rec["response"]
     content = r.get("content") or ""
     parse = r.get("parse") or "clean"
@@ -121,10 +151,11 @@ def completion_from_record(rec: dict[str, Any]) -> Completion:
     else:
         record = None
     usage = r.get("usage") or {}
-    return Completion(record=record, raw=content, parse=parse, model=r.get("model") or rec.get("model", ""),
-                      input_tokens=int(usage.get("input_tokens") or 0), output_tokens=int(usage.get("output_tokens") or 0),
-                      usd=float(r.get("usd") or 0.0), latency_s=float(r.get("latency_s") or 0.0),
-                      finish_reason=r.get("finish_reason"), truncated=r.get("truncated"), calls=0, replayed=True)
+    return scrub_answer(Completion(
+        record=record, raw=content, parse=parse, model=r.get("model") or rec.get("model", ""),
+        input_tokens=int(usage.get("input_tokens") or 0), output_tokens=int(usage.get("output_tokens") or 0),
+        usd=float(r.get("usd") or 0.0), latency_s=float(r.get("latency_s") or 0.0),
+        finish_reason=r.get("finish_reason"), truncated=r.get("truncated"), calls=0, replayed=True))
 
 
 def _check_record(rec: Any) -> str | None:
@@ -146,105 +177,350 @@ def _check_record(rec: Any) -> str | None:
     return None
 
 
+# -- storage: one line per record, an index of where each one is -------------------------------------------
+INDEX_MIN_BYTES = 1 << 20  # below this one pass over the file takes about a millisecond: no sidecar index
+_INDEX_FORMAT = "evalkit cassette index 1"
+_PROBE_BYTES = 1 << 16  # hashed at each end of the file, so that a rewrite keeping size and mtime still shows
+# How every line `encode_record` writes begins (make_record's field order). A line that does not begin so
+# is parsed in full; one that does is indexed from this prefix alone.
+_STRING = rb'"[^"\\]*(?:\\.[^"\\]*)*"'  # a JSON string, escapes included
+_PREFIX = re.compile(rb'\{"key": "([0-9a-f]{64})", "call_type": ' + _STRING + rb', "provider": ' + _STRING
+                     + rb', "model": (' + _STRING + rb')')
+
+
+def encode_record(rec: dict[str, Any]) -> bytes:
+    """One cassette line: the record's fields in their given order, UTF-8, newline-terminated."""
+    return (json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def index_path(cassette: str | Path) -> Path:
+    """``dir/x.jsonl`` → ``dir/x.idx``, the cassette's sidecar index."""
+    p = Path(cassette)
+    return p.with_name(p.name.removesuffix(".jsonl") + ".idx")
+
+
+def _fast_fields(line: bytes) -> tuple[str, str] | None:
+    """(key, model) of a line shaped as `encode_record` writes it, the rest unparsed; None if it is not."""
+    m = _PREFIX.match(line)
+    if m is None or not line.endswith((b"}\n", b"}", b"}\r\n")):
+        return None
+    model = m.group(2)
+    try:
+        return m.group(1).decode("ascii"), (json.loads(model) if b"\\" in model else model[1:-1].decode("utf-8"))
+    except ValueError:  # not UTF-8, or a bad escape: the full parse reports it
+        return None
+
+
+def _pack(offsets: array) -> str:
+    """Byte offsets as base64 of little-endian int64s: a JSON string, the same on every machine."""
+    if sys.byteorder == "big":
+        offsets = array("q", offsets)
+        offsets.byteswap()
+    return base64.b64encode(offsets.tobytes()).decode("ascii")
+
+
+def _unpack(text: str) -> array:
+    offsets = array("q")
+    offsets.frombytes(base64.b64decode(text, validate=True))
+    if sys.byteorder == "big":
+        offsets.byteswap()
+    return offsets
+
+
+def _probes(f: BinaryIO, size: int) -> list[str]:
+    """sha256 of the first and of the last _PROBE_BYTES of the file's first `size` bytes."""
+    out = []
+    for start in (0, max(0, size - _PROBE_BYTES)):
+        f.seek(start)
+        out.append(hashlib.sha256(f.read(min(_PROBE_BYTES, size))).hexdigest())
+    return out
+
+
 # -- a loaded cassette -----------------------------------------------------------------------------------
 class Cassette:
-    """The records of one JSONL file, indexed by key (FIFO per key)."""
+    """One JSONL cassette, indexed: each record's key and byte span; a record is parsed when it is served."""
 
-    def __init__(self, path: str | Path, records: list[dict[str, Any]], *, torn: str | None = None,
-                 torn_offset: int | None = None, needs_newline: bool = False):
+    def __init__(self, path: str | Path):
         self.path = Path(path)
-        self.records = records
-        self.torn = torn  # the warning, when the last line was torn
-        self.torn_offset = torn_offset  # byte offset where the torn line starts
-        self.needs_newline = needs_newline  # last record lacks its "\n" (hand-edited file)
-        self._queues: dict[str, deque[dict[str, Any]]] = {}
-        for rec in records:
-            self._queues.setdefault(rec["key"], deque()).append(rec)
+        self.torn: str | None = None  # the warning, when the last line was torn
+        self.torn_offset: int | None = None  # byte offset where the torn line starts
+        self._torn_line = 0
+        self.needs_newline = False  # the last record lacks its "\n" (a hand-edited file)
+        self._keys: list[str] = []  # record i's key; records in file order
+        self._starts, self._ends = array("q"), array("q")  # record i's bytes: [start, end)
+        self._served = bytearray()  # 1 once record i was replayed (or appended) in this run
+        # key → its record, or its records in file order (served first-in first-out). Most keys have one
+        # record: an int takes ~90 bytes less than a list, a sixth of the index at 100k records.
+        self._by_key: dict[str, int | list[int]] = {}
+        self._models: set[str] = set()
+        # (size, mtime_ns) of the file as this index describes it; None once it no longer can (another
+        # process wrote to the file meanwhile): such an index is never saved.
+        self._state: tuple[int, int | None] | None = (0, None)
+        self._dirty = False  # the sidecar index on disk is missing or behind this one
 
     @classmethod
     def load(cls, path: str | Path, *, missing_ok: bool = False, warn: bool = True) -> "Cassette":
-        p = Path(path)
+        """Index the file: adopt its sidecar index if that matches the file, else one pass over it. Writes
+        nothing (a dry run stays read-only); the backends save the index when they close."""
+        cassette = cls(path)
+        p = cassette.path
         try:
-            data = p.read_bytes()
+            with open(p, "rb", buffering=1 << 20) as f:  # 8 KiB buffers would double the pass's CPU
+                st = os.fstat(f.fileno())
+                if not cassette._read_index(f, st):
+                    cassette._scan(f, st)
         except FileNotFoundError:
             if missing_ok:
-                return cls(p, [])
+                return cassette
             raise CassetteError(f"cassette {p}: file not found") from None
         except OSError as e:
             raise CassetteError(f"cassette {p}: cannot read it ({e.strerror})") from None
-        lines = data.split(b"\n")
-        ends_with_newline = data.endswith(b"\n")
-        if ends_with_newline:
-            lines.pop()  # the empty piece after the final newline
-        last = max((i for i, raw in enumerate(lines) if raw.strip()), default=-1)
-        records: list[dict[str, Any]] = []
-        offset = 0
-        torn = torn_offset = None
-        for i, raw in enumerate(lines):
-            line_start, offset = offset, offset + len(raw) + 1
-            if not raw.strip():
-                continue
-            lineno = i + 1
-            try:
-                rec = json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
-                if i == last:
-                    torn_offset = line_start
-                    torn = (f"cassette {p}: line {lineno} is torn (incomplete JSON at the end of the file, "
-                            f"most likely a run killed mid-write); ignoring it — the {len(records)} record(s) "
-                            f"before it replay")
-                    break
-                reason = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8"
-                raise CassetteCorrupt(f"{p}:{lineno}: corrupt cassette line ({reason}); fix or delete that line "
-                                      f"(the {len(records)} record(s) before it are fine)") from None
-            why = _check_record(rec)
-            if why:
-                raise CassetteCorrupt(f"{p}:{lineno}: corrupt cassette line: {why}")
-            records.append(rec)
-        if torn and warn:
-            print(f"evalkit: warning: {torn}", file=sys.stderr)
-        needs_newline = bool(data) and not ends_with_newline and torn is None
-        return cls(p, records, torn=torn, torn_offset=torn_offset, needs_newline=needs_newline)
+        if cassette.torn and warn:
+            print(f"evalkit: warning: {cassette.torn}", file=sys.stderr)
+        return cassette
 
     def __len__(self) -> int:
-        return len(self.records)
+        return len(self._keys)
 
     def models(self) -> list[str]:
-        return sorted({r["model"] for r in self.records})
+        return sorted(self._models)
 
     def available(self, key: str) -> int:
-        return len(self._queues.get(key, ()))
+        return sum(not self._served[i] for i in self._of(key))
 
     def key_counts(self) -> Counter:
-        return Counter({k: len(q) for k, q in self._queues.items()})
+        return Counter({k: self.available(k) for k in self._by_key})
 
     def take(self, key: str) -> dict[str, Any] | None:
-        q = self._queues.get(key)
-        return q.popleft() if q else None
+        """The first record of `key` not served yet (parsed now), or None."""
+        i = next((i for i in self._of(key) if not self._served[i]), None)
+        if i is None:
+            return None
+        with self._open() as f:
+            rec = self._read(f, i)
+        self._served[i] = 1
+        return rec
 
     def recorded_count(self, key: str) -> int:
-        return sum(1 for r in self.records if r["key"] == key)
+        return len(self._of(key))
 
-    def add(self, rec: dict[str, Any]) -> None:
-        """Index a record just appended (it is not served again in this run: FIFO consumed it)."""
-        self.records.append(rec)
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """Every record, parsed and checked now (for tools and tests)."""
+        return list(self._each())
+
+    # -- reading ---------------------------------------------------------------------------------------------
+    def _scan(self, f: BinaryIO, st: os.stat_result) -> None:
+        """One pass over the file: index every line; parse in full only the last one and those off the fast path."""
+        f.seek(0)
+        offset = lineno = 0
+        line = pending = None  # pending: the last non-blank line so far, checked in full if no line follows
+        for line in f:
+            lineno += 1
+            if not line.isspace():
+                if pending:
+                    self._index_line(*pending, last=False)
+                pending = (line, offset, lineno)
+            offset += len(line)
+        if pending:
+            self._index_line(*pending, last=True)
+        now = os.fstat(f.fileno())
+        unchanged = (offset, st.st_mtime_ns) == (now.st_size, now.st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+        self._state, self._dirty = (offset, st.st_mtime_ns) if unchanged else None, True
+        self.needs_newline = line is not None and not line.endswith(b"\n") and self.torn is None
+
+    def _index_line(self, line: bytes, start: int, lineno: int, *, last: bool) -> None:
+        fields = None if last else _fast_fields(line)
+        if fields is None:
+            try:
+                rec = json.loads(line.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                if last:
+                    self._mark_torn(start, lineno)
+                    return
+                reason = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8"
+                raise CassetteCorrupt(f"{self.path}:{lineno}: corrupt cassette line ({reason}); fix or delete that "
+                                      f"line ({len(self)} record(s) come before it)") from None
+            why = _check_record(rec)
+            if why:
+                raise CassetteCorrupt(f"{self.path}:{lineno}: corrupt cassette line: {why}")
+            fields = rec["key"], rec["model"]
+        self._add(*fields, start, start + len(line))
+
+    def _mark_torn(self, start: int, lineno: int) -> None:
+        self.torn_offset, self._torn_line = start, lineno
+        self.torn = (f"cassette {self.path}: line {lineno} is torn (incomplete JSON at the end of the file, most likely "
+                     f"a run killed mid-write); ignoring it — the {len(self)} record(s) before it replay")
+
+    def _add(self, key: str, model: str, start: int, end: int) -> int:
+        i = len(self._keys)
+        self._keys.append(key)
+        self._starts.append(start)
+        self._ends.append(end)
+        self._served.append(0)
+        self._link(key, i)
+        self._models.add(model)
+        return i
+
+    def _link(self, key: str, i: int) -> None:
+        known = self._by_key.get(key)
+        if known is None:
+            self._by_key[key] = i
+        elif isinstance(known, int):
+            self._by_key[key] = [known, i]
+        else:
+            known.append(i)
+
+    def _of(self, key: str) -> tuple[int] | list[int]:
+        """The records of `key`, in file order."""
+        known = self._by_key.get(key, ())
+        return (known,) if isinstance(known, int) else known
+
+    def _open(self) -> BinaryIO:
+        try:
+            return open(self.path, "rb")
+        except OSError as e:
+            raise CassetteError(f"cassette {self.path}: cannot read it ({e.strerror or e})") from None
+
+    def _read(self, f: BinaryIO, i: int) -> dict[str, Any]:
+        """Record i, parsed and checked; a damaged line raises CassetteCorrupt with its line number."""
+        start = self._starts[i]
+        f.seek(start)
+        line = f.read(self._ends[i] - start)
+        try:
+            rec = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            why = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8"
+        else:
+            why = _check_record(rec)
+            if why is None and rec["key"] != self._keys[i]:
+                why = (f"it no longer holds record {self._keys[i]}: the file changed after it was opened; run again "
+                       f"(and delete {index_path(self.path)} if this persists)")
+        if why:
+            raise CassetteCorrupt(f"{self.path}:{self._line_number(f, start)}: corrupt cassette line ({why}); "
+                                  f"fix or delete that line")
+        return rec
+
+    def _each(self) -> Iterator[dict[str, Any]]:
+        """Every record in file order, parsed one at a time."""
+        with self._open() as f:
+            for i in range(len(self)):
+                yield self._read(f, i)
+
+    @staticmethod
+    def _line_number(f: BinaryIO, offset: int) -> int:
+        f.seek(0)
+        newlines = 0
+        while offset > 0:
+            chunk = f.read(min(offset, 1 << 20))
+            if not chunk:
+                break
+            newlines += chunk.count(b"\n")
+            offset -= len(chunk)
+        return newlines + 1
+
+    # -- the sidecar index -----------------------------------------------------------------------------------
+    def _read_index(self, f: BinaryIO, st: os.stat_result) -> bool:
+        """Adopt the sidecar index if it was written for exactly this file (size, mtime, both ends' bytes)."""
+        if st.st_size < INDEX_MIN_BYTES:
+            return False
+        try:
+            index = json.loads(index_path(self.path).read_text(encoding="utf-8"))
+            if index["format"] != _INDEX_FORMAT or index["file"] != [st.st_size, st.st_mtime_ns, *_probes(f, st.st_size)]:
+                return False
+            n, hexed = index["records"], index["keys"]
+            keys = [hexed[64 * i:64 * i + 64] for i in range(n)]
+            starts, ends = _unpack(index["starts"]), _unpack(index["ends"])
+            if not len(hexed) == 64 * n == 64 * len(starts) == 64 * len(ends):
+                return False
+            models, needs_newline = set(index["models"]), bool(index["needs_newline"])
+            torn_offset, torn_line = index["torn"] or (None, 0)
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+        self._keys, self._starts, self._ends, self._served, self._models = keys, starts, ends, bytearray(n), models
+        for i, key in enumerate(keys):
+            self._link(key, i)
+        if torn_offset is not None:
+            self._mark_torn(torn_offset, torn_line)
+        self.needs_newline, self._state = needs_newline, (st.st_size, st.st_mtime_ns)
+        return True
+
+    def save_index(self) -> None:
+        """Write the sidecar index, if it is behind and still describes the file exactly as it is now (and the
+        file is big enough for an index to pay). It is a cache: a folder that cannot take it gets none."""
+        if not self._dirty or self._state is None or self._state[0] < INDEX_MIN_BYTES:
+            return
+        try:
+            with open(self.path, "rb") as f:
+                st = os.fstat(f.fileno())
+                if (st.st_size, st.st_mtime_ns) != self._state:
+                    return
+                probes = _probes(f, st.st_size)
+            index = {"format": _INDEX_FORMAT, "file": [st.st_size, st.st_mtime_ns, *probes], "records": len(self),
+                     "models": sorted(self._models), "needs_newline": self.needs_newline,
+                     "torn": [self.torn_offset, self._torn_line] if self.torn else None,
+                     "keys": "".join(self._keys), "starts": _pack(self._starts), "ends": _pack(self._ends)}
+            write_text(index_path(self.path), json.dumps(index))
+            self._dirty = False
+        except OSError:
+            pass
+
+    # -- writing ---------------------------------------------------------------------------------------------
+    def append(self, rec: dict[str, Any]) -> None:
+        """Append `rec` as one line, flushed and fsynced (a SIGKILL loses at most this record), and index it
+        as served (this run made it: FIFO does not serve it again)."""
+        line = encode_record(rec)
+        data = b"\n" + line if self.needs_newline else line
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+            end = os.lseek(fd, 0, os.SEEK_CUR)  # O_APPEND: just past what was written
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        self.needs_newline = False
+        # Still the index of the whole file, unless another process appended since it was made.
+        contiguous = self._state is not None and self._state[0] == end - len(data) == st.st_size - len(data)
+        self._state, self._dirty = (end, st.st_mtime_ns) if contiguous else None, True
+        self._served[self._add(rec["key"], rec["model"], end - len(line), end)] = 1
+
+    def cut_torn(self) -> None:
+        """Cut off the torn last line (never a complete record) so that appends stay line-aligned."""
+        with open(self.path, "r+b") as f:
+            f.truncate(self.torn_offset)
+            f.flush()
+            os.fsync(f.fileno())
+            st = os.fstat(f.fileno())
+        self._state = (st.st_size, st.st_mtime_ns) if self._state is not None else None
+        self.torn, self.torn_offset, self._dirty = None, None, True
 
     # -- miss diagnostics --------------------------------------------------------------------------------
     def nearest(self, request: Request, model: str | None) -> tuple[dict[str, Any], float] | None:
-        pool = [r for r in self.records if r.get("call_type") == request.call_type] or self.records
-        if not pool:
+        """The recorded request most like `request` (by user prompt), reading the records one at a time."""
+        if not len(self):
             return None
         target = stored_user_prompt(request)  # compare like with like: stored prompts withhold documents
+        counts = Counter(target)
 
         def prompt(r: dict[str, Any]) -> str:
             return str((r.get("request") or {}).get("user", ""))
 
         def quick(r: dict[str, Any]) -> float:
-            return difflib.SequenceMatcher(None, prompt(r), target).quick_ratio() + (0.01 if r.get("member") == request.member else 0)
+            return _quick_ratio(prompt(r), target, counts) + (0.01 if r.get("member") == request.member else 0)
 
-        shortlist = sorted(pool, key=quick, reverse=True)[:8]
+        shortlist = (heapq.nlargest(8, (r for r in self._each() if r.get("call_type") == request.call_type), key=quick)
+                     or heapq.nlargest(8, self._each(), key=quick))
         scored = [(r, difflib.SequenceMatcher(None, prompt(r), target).ratio()) for r in shortlist]
         return max(scored, key=lambda rs: (rs[1], rs[0].get("member") == request.member))
+
+
+def _quick_ratio(a: str, b: str, b_counts: Counter) -> float:
+    """difflib's ``SequenceMatcher(None, a, b).quick_ratio()`` (the characters a and b share, as a ratio),
+    counted in C: ~10× faster, which matters when a miss compares against 100k records."""
+    return 2.0 * sum((Counter(a) & b_counts).values()) / (len(a) + len(b)) if a or b else 1.0
 
 
 def _first_difference(old: str, new: str) -> tuple[int, str, str] | None:
@@ -347,7 +623,7 @@ class ReplayBackend:
         raise CassetteMiss(miss_message(self.cassette, self.label, request, key, self._models[0] if self._models else None))
 
     async def aclose(self) -> None:
-        return None
+        self.cassette.save_index()
 
 
 class RecordingBackend:
@@ -370,14 +646,8 @@ class RecordingBackend:
         self.cassette = cassette if cassette is not None else Cassette.load(self.path, missing_ok=True)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.cassette.torn_offset is not None:
-            # Cut off only the torn fragment (never a complete record) so appends stay line-aligned.
-            with open(self.path, "r+b") as f:
-                f.truncate(self.cassette.torn_offset)
-                f.flush()
-                os.fsync(f.fileno())
+            self.cassette.cut_torn()
             print(f"evalkit: warning: cassette {self.path}: removed the torn last line before appending", file=sys.stderr)
-            self.cassette.torn_offset = None
-        self._needs_newline = self.cassette.needs_newline
         self.path.touch(exist_ok=True)
         kwargs = {"rotate_bytes": rotate_bytes} if rotate_bytes else {}
         self.failures = FailureLog(self.path, **kwargs)
@@ -395,20 +665,6 @@ class RecordingBackend:
         estimate = getattr(self.inner, "estimate_usd", None)
         return estimate(request) if estimate else 0.0
 
-    def _append(self, rec: dict[str, Any]) -> None:
-        line = (json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8")
-        if self._needs_newline:
-            line, self._needs_newline = b"\n" + line, False
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            view = memoryview(line)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        self.cassette.add(rec)
-
     async def complete(self, request: Request) -> Completion:
         key = cassette_key(request, self.model)
         rec = self.cassette.take(key)
@@ -418,11 +674,12 @@ class RecordingBackend:
         completion = await self.inner.complete(request)
         usable = completion.parse in ("clean", "recovered") and completion.truncated != "exhausted"
         if completion.error is None and (usable or self.keep_failed_responses):
-            self._append(make_record(request, self.model, self.provider, completion, key))
+            self.cassette.append(make_record(request, self.model, self.provider, completion, key))
             self.recorded += 1
         return completion
 
     async def aclose(self) -> None:
+        self.cassette.save_index()
         await self.inner.aclose()
 
 
@@ -446,8 +703,12 @@ def load_records(path: str | Path) -> list[dict[str, Any]]:
 
 
 def concat(paths: Iterable[str | Path], out: str | Path) -> None:
-    """Concatenate cassettes (order does not matter for replay)."""
+    """Concatenate cassettes (order does not matter for replay), streaming: any size fits."""
     with open(out, "ab") as f:
         for p in paths:
-            data = Path(p).read_bytes()
-            f.write(data if data.endswith(b"\n") or not data else data + b"\n")
+            with open(p, "rb") as src:
+                shutil.copyfileobj(src, f)
+                if src.tell():
+                    src.seek(-1, os.SEEK_END)
+                    if src.read(1) != b"\n":
+                        f.write(b"\n")

@@ -106,35 +106,43 @@ def _pct(x: float | None) -> str:
 def print_summary(result) -> None:
     from collections import defaultdict
 
+    from .status import ERROR, REFUSED, SCORED, SKIPPED
+
     by_task = defaultdict(list)
     for o in result.outcomes:
         by_task[o.task].append(o)
     multi = len({o.backend for o in result.outcomes}) > 1
     for task, outs in by_task.items():
         click.echo(f"{task}")
-        scored = [o for o in outs if o.status == "scored"]
+        scored = [o for o in outs if o.status == SCORED]
+        errors = [o for o in outs if o.status == ERROR]
         for o in outs:
             name = f"  {o.member}" + (f" [{o.backend}]" if multi else "")
-            if o.status == "scored":
+            if o.status == SCORED:
                 verdict = {True: "PASS", False: "FAIL", None: ""}[o.passed]
                 click.echo(f"{name} … {_pct(o.score)} {verdict}".rstrip())
                 for note in o.notes:
                     click.echo(f"      ↳ {note}")
             else:
                 click.echo(f"{name} … {o.status.upper()}")
-                click.echo(f"      ↳ {o.message}")
+                click.echo(f"      ↳ {o.why}")
+        # Members attempted: scored or errored. Means are over the scored ones only; errors are counted beside.
         passed = sum(o.passed is True for o in scored)
-        line = f"  Members: {passed}/{len(scored)} passed"
+        line = f"  Members: {passed}/{len(scored) + len(errors)} passed"
+        if errors:
+            line += f" · {len(errors)} error{'s' if len(errors) > 1 else ''}"
         accs = [o.metrics.get("field_accuracy") for o in scored if o.metrics.get("field_accuracy") is not None]
         if accs:
             line += f" · mean field accuracy {_pct(sum(accs) / len(accs)).strip()}"
         scores = [o.score for o in scored if o.score is not None]
         if scores:
             line += f" · mean score {_pct(sum(scores) / len(scores)).strip()}"
-        others = [o.status for o in outs if o.status != "scored"]
-        for status in ("skipped", "refused", "error"):
-            if status in others:
-                line += f" · {others.count(status)} {status}"
+            if errors:
+                line += f" (over {len(scores)} scored)"
+        for status in (SKIPPED, REFUSED):
+            n = sum(o.status == status for o in outs)
+            if n:
+                line += f" · {n} {status}"
         click.echo(line)
     index = result.run_dir / "index.html"
     click.echo(f"Report: {index if index.exists() else result.run_dir}")
@@ -142,7 +150,7 @@ def print_summary(result) -> None:
 
 def _run(corpus, sources, tasks, only, backends, out, threshold, workers, max_concurrency, html,
          update_board=False, board=None, record=(), dry_run=False, max_usd=None, prices=None,
-         exit: bool = True, **judging) -> int:
+         allow_unpriced=False, exit: bool = True, **judging) -> int:
     """Run and print the summary; exit with the run's code (or return it, with exit=False).
 
     `judging`: judge, judge_mode, judge_cache, ontology, ontology_mode (RunOptions fields)."""
@@ -154,7 +162,8 @@ def _run(corpus, sources, tasks, only, backends, out, threshold, workers, max_co
         corpus=corpus or DEFAULT_CORPUS, sources=sources_dir(sources), tasks=list(tasks) or None,
         only=list(only) or None, backends=[parse_backend_arg(b) for b in backends],
         out=out, threshold=threshold, max_concurrency=max_concurrency, html=html,
-        record=list(record), dry_run=dry_run, max_usd=max_usd, prices=prices, **judging,
+        record=list(record), dry_run=dry_run, max_usd=max_usd, prices=prices, allow_unpriced=allow_unpriced,
+        **judging,
     )
     if workers:
         opts.workers = workers
@@ -200,6 +209,11 @@ RUN_OPTIONS = [
 ]
 
 
+ALLOW_UNPRICED = click.option(
+    "--allow-unpriced", is_flag=True,
+    help="Let a model with no price run under --max-usd or --dry-run (its calls count $0 and are not capped); "
+         "without it such a run stops before any call (exit 2).")
+
 JUDGE_OPTIONS = [
     click.option("--judge", default=None, metavar="SPEC",
                  help="Judge backend (any backend spec: anthropic[:model=M] for the hosted default, openai:url=U, "
@@ -231,18 +245,21 @@ def _apply(options):
                    "python:MODULE:FUNCTION, fake, predictions:dir=D (default: the committed cassette).")
 @click.option("--record", multiple=True, metavar="NAME=PATH",
               help="Record backend NAME's calls to a cassette (appends; replays what it already holds).")
-@click.option("--dry-run", is_flag=True, help="Resolve backends and show calls, cost and guards; call nothing.")
+@click.option("--dry-run", is_flag=True,
+              help="Resolve backends and show calls, an upper bound of the cost, and guards; call nothing.")
 @click.option("--max-usd", type=click.FloatRange(0), default=None, help="Stop before a call would pass this spend.")
+@ALLOW_UNPRICED
 @click.option("--prices", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Price table (YAML/JSON) overriding the built-in one (or $EVALKIT_PRICES).")
 @_apply(JUDGE_OPTIONS)
 @_apply(RUN_OPTIONS)
-def run_cmd(backends, record, dry_run, max_usd, prices, corpus, sources, tasks, only, out, threshold, workers,
-            max_concurrency, html, update_board, board, judge, judge_mode, judge_cache, ontology, ontology_mode):
+def run_cmd(backends, record, dry_run, max_usd, allow_unpriced, prices, corpus, sources, tasks, only, out, threshold,
+            workers, max_concurrency, html, update_board, board, judge, judge_mode, judge_cache, ontology,
+            ontology_mode):
     """Extract, score and report every selected member; exit 0 only if all pass."""
     _run(corpus, sources, tasks, only, backends or default_backends(), out, threshold, workers, max_concurrency,
-         html, update_board, board, record, dry_run, max_usd, prices, judge=judge, judge_mode=judge_mode,
-         judge_cache=judge_cache, ontology=ontology, ontology_mode=ontology_mode)
+         html, update_board, board, record, dry_run, max_usd, prices, allow_unpriced, judge=judge,
+         judge_mode=judge_mode, judge_cache=judge_cache, ontology=ontology, ontology_mode=ontology_mode)
 
 
 @main.command("compare")
@@ -251,6 +268,7 @@ def run_cmd(backends, record, dry_run, max_usd, prices, corpus, sources, tasks, 
               help="Run these backends into RUN_DIR first (as `evalkit run --out RUN_DIR`), then compare.")
 @click.option("--record", multiple=True, metavar="NAME=PATH", help="As for `evalkit run` (with --backend).")
 @click.option("--max-usd", type=click.FloatRange(0), default=None, help="As for `evalkit run` (with --backend).")
+@ALLOW_UNPRICED
 @click.option("--show", "show", multiple=True, metavar="NAME",
               help="Only these backends in the comparison (repeatable; default: every backend of the run).")
 @_apply(JUDGE_OPTIONS)
@@ -260,8 +278,8 @@ def run_cmd(backends, record, dry_run, max_usd, prices, corpus, sources, tasks, 
 @click.option("--only", multiple=True, help="With --backend: only this member id (repeatable).")
 @click.option("--workers", type=click.IntRange(1), default=None, help="Notebook processes (default: cores).")
 @click.option("--max-concurrency", type=click.IntRange(1), default=8, help="Concurrent backend calls.")
-def compare_cmd(run_dir, backends, record, max_usd, show, judge, judge_mode, judge_cache, ontology, ontology_mode,
-                corpus, sources, tasks, only, workers, max_concurrency):
+def compare_cmd(run_dir, backends, record, max_usd, allow_unpriced, show, judge, judge_mode, judge_cache, ontology,
+                ontology_mode, corpus, sources, tasks, only, workers, max_concurrency):
     """Render compare.ipynb (and its HTML) for a run: backends side by side, pairwise win rates.
 
     With --backend, the run is made first (with --judge/--judge-mode/--ontology as given)."""
@@ -270,8 +288,8 @@ def compare_cmd(run_dir, backends, record, max_usd, show, judge, judge_mode, jud
     code = EXIT_OK
     if backends:
         code = _run(corpus, sources, tasks, only, backends, run_dir, None, workers, max_concurrency, True, record=record,
-             max_usd=max_usd, exit=False, judge=judge, judge_mode=judge_mode, judge_cache=judge_cache,
-             ontology=ontology, ontology_mode=ontology_mode)
+             max_usd=max_usd, allow_unpriced=allow_unpriced, exit=False, judge=judge, judge_mode=judge_mode,
+             judge_cache=judge_cache, ontology=ontology, ontology_mode=ontology_mode)
     else:
         if not run_dir.is_dir():
             raise UsageError(f"{run_dir}: run folder not found (give --backend to make the run first)")

@@ -35,6 +35,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .paths import check_name
+from .status import SCORED, status_of
+
 SEED = 20261130
 N_BOOT = 2000
 LEVEL = 0.95
@@ -75,29 +78,32 @@ def _completion(run: dict[str, Any]) -> Any:
 
 
 def load(run_dir: str | Path, task: str, backends: list[str] | None = None, judge_mode: str | None = None) -> Comparison:
-    """Read one task of a run folder. `backends`: only these (default: every backend of the run, in run order)."""
+    """Read one task of a run folder. `backends`: only these (default: every backend of the run, in run order).
+    A member × backend that errored (`evalkit.status`) is not ``scored``: out of every F1 and bootstrap,
+    counted in its backend's error rate (its extraction call is among the calls)."""
+    from .backends import folder_label
+
     run_dir = Path(run_dir)
     run = _read(run_dir / "run.json") or {}
     order = [b.get("label") for b in run.get("backends") or [] if isinstance(b, dict)]
-    base = run_dir / task
+    base = run_dir / check_name(task, "a task id")
     folders = sorted({p.parent for p in base.glob("*/*/extraction.json")} | {p.parent for p in base.glob("*/*/score.json")})
-    found = list(dict.fromkeys([b for b in order if any(f.name == b for f in folders)] +
-                               sorted({f.name for f in folders} - set(order))))
+    read = [(f, _read(f / "extraction.json") or {}, _read(f / "score.json")) for f in folders]
+    labels = {f: folder_label(f, ext or score) for f, ext, score in read}
+    found = list(dict.fromkeys([b for b in order if b in labels.values()] + sorted(set(labels.values()) - set(order))))
     chosen = [b for b in (backends or found) if b in found]
     rows, calls, judgments = [], {b: [] for b in chosen}, {}
-    for folder in folders:
-        member, backend = folder.parent.name, folder.name
+    for folder, ext, score in read:
+        member, backend = folder.parent.name, labels[folder]
         if backend not in chosen:
             continue
-        ext = _read(folder / "extraction.json") or {}
-        score = _read(folder / "score.json")
         run_block = ext.get("run") or {}
         if ext:
             calls[backend].append(_completion(run_block))
         j = _read(folder / "judgments.json")
         if isinstance(j, dict):
             judgments[(member, backend)] = j
-        rows.append({"member": member, "backend": backend, "scored": score is not None,
+        rows.append({"member": member, "backend": backend, "scored": score is not None and status_of(score) == SCORED,
                      "parse": run_block.get("parse"), "error": run_block.get("error"),
                      **{f"metric.{k}": v for k, v in sorted(((score or {}).get("metrics") or {}).items())}})
     members = pd.DataFrame(rows, columns=None if rows else ["member", "backend", "scored", "parse", "error"])
@@ -182,6 +188,7 @@ def f1_table(c: Comparison, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFr
 # ----------------------------------------------------------------------------- calls
 
 def calls_figures(c: Comparison) -> list[dict[str, Any]]:
+    from .backends import label_folder
     from .ontology import aggregate_compliance
     from .pool import summarize_calls
 
@@ -194,7 +201,7 @@ def calls_figures(c: Comparison) -> list[dict[str, Any]]:
                "truncated_exhausted": s["truncated_exhausted"], "input_tokens": s["input_tokens"],
                "output_tokens": s["output_tokens"], "usd": s["usd"], "replayed": s["replayed"]}
         if c.ontology_mode == "strict":  # micro: summed inside / summed emitted over the scored members
-            figures = [v for f in sorted((c.run_dir / c.task).glob(f"*/{b}/score.json"))
+            figures = [v for f in sorted((c.run_dir / c.task).glob(f"*/{label_folder(b)}/score.json"))
                        if (v := ((_read(f) or {}).get("details") or {}).get("vocabulary"))]
             row["vocabulary_compliance"] = aggregate_compliance(figures)["vocabulary_compliance"] if figures else None
         out.append(row)
@@ -337,7 +344,8 @@ def header(c: Comparison) -> dict[str, Any]:
     scored = int(c.members["scored"].sum()) if not c.members.empty else 0
     return {"task": c.task, "backends": ", ".join(c.backends) or "(none)",
             "members": c.members["member"].nunique() if not c.members.empty else 0,
-            "scored member × backend": scored, "ontology mode": c.ontology_mode,
+            "scored member × backend": scored, "errored (no score, left out)": len(c.members) - scored,
+            "ontology mode": c.ontology_mode,
             "judge": f"{judge.get('spec')} ({judge.get('model')})" if judge else "none (judged figures are null)",
             "judge mode": c.judge_mode or "—"}
 
@@ -349,7 +357,7 @@ def plan_compare(run_dir: str | Path, task: str, backends: list[str] | None = No
     """compare.ipynb for one task, written to ``<run>/<task>/compare.ipynb`` (run_dir passed relative)."""
     from .execute import NOTEBOOKS_DIR, NotebookJob
 
-    folder = Path(run_dir) / task
+    folder = Path(run_dir) / check_name(task, "a task id")
     folder.mkdir(parents=True, exist_ok=True)
     return NotebookJob(Path(notebooks or NOTEBOOKS_DIR) / NOTEBOOK, folder / NOTEBOOK,
                        {"run_dir": "..", "task": task, "backends": backends, "judge_mode": judge_mode})
@@ -361,6 +369,8 @@ def graph_tasks(run_dir: str | Path) -> list[str]:
     for task_dir in sorted(p for p in Path(run_dir).iterdir() if p.is_dir() and not p.name.startswith(".")):
         for score in sorted(task_dir.glob("*/*/score.json")):
             data = _read(score) or {}
+            if status_of(data) != SCORED:
+                continue  # an error has no items to tell the shape by
             if (data.get("details") or {}).get("headline") == "relations_f1" or any(
                     "axis" in i for i in (data.get("items") or [])[:1]):
                 out.append(task_dir.name)

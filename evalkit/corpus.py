@@ -8,6 +8,11 @@ Layout::
     corpus/<task>/<member>/<source file>      (or a pointer under the sources dir)
 
 Every problem is reported as ``file:line: key.path: what is wrong``.
+
+Contained (`evalkit.paths`): a task folder and every file of a member resolve inside the corpus
+folder (a pointer: inside the sources folder), the scorer file inside its task folder, after
+following symlinks; a task or member id given by name is a name, never a path. Checked before
+the file is read or imported.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 
 from .errors import CorpusError, InvalidCorpus
 from .models import Manifest, TaskSpec
+from .paths import check_name, inside
 from .scoring import Scorer, load_scorer
 from .yamlio import Locator, format_keypath, load_yaml
 
@@ -68,6 +74,11 @@ class Task:
     def id(self) -> str:
         return self.spec.id
 
+    @property
+    def corpus(self) -> Path:
+        """The corpus folder: everything a member names stays inside it."""
+        return self.dir.parent
+
     def member_dirs(self) -> list[Path]:
         return sorted(p for p in self.dir.iterdir() if p.is_dir() and (p / "manifest.yaml").exists())
 
@@ -75,7 +86,7 @@ class Task:
         return [load_member(self, d) for d in self.member_dirs()]
 
     def member(self, member_id: str) -> "Member":
-        d = self.dir / member_id
+        d = self.dir / check_name(member_id, "a member id")
         if not (d / "manifest.yaml").is_file():
             known = ", ".join(p.name for p in self.member_dirs())
             raise CorpusError(f"task {self.id!r} has no member {member_id!r} (members: {known})")
@@ -96,19 +107,25 @@ class Member:
     def key(self) -> str:
         return f"{self.task.id}/{self.id}"
 
+    def file(self, rel: str, what: str) -> Path:
+        """A file of the member folder, refused (`Escape`) unless it resolves inside the corpus folder."""
+        return inside(self.task.corpus, self.dir / rel, what, "the corpus folder")
+
     def truth_path(self, sources: Path | None = None) -> Path:
         """truth.yaml in the member folder, or the manifest's truth pointer under `sources`."""
         ptr = self.manifest.truth
         if ptr is None:
-            return self.dir / "truth.yaml"
+            return self.file("truth.yaml", "the truth")
         from .errors import SourceMissing
 
-        if sources is None or not (Path(sources) / ptr.pointer).is_file():
+        path = None if sources is None else inside(sources, Path(sources) / ptr.pointer, "the truth pointer",
+                                                   "the sources folder")
+        if path is None or not path.is_file():
             raise SourceMissing(
                 f"{self.key}: skipped: its truth lives outside the repo ({ptr.pointer}); "
                 f"pass --sources DIR or set {SOURCES_ENV} to the folder that holds it"
             )
-        return Path(sources) / ptr.pointer
+        return path
 
     def load_truth(self, sources: Path | None = None) -> Any:
         """The truth, validated by the task's scorer (raises InvalidCorpus / SourceMissing)."""
@@ -116,8 +133,9 @@ class Member:
 
 
 def load_task(task_dir: Path) -> Task:
-    task_dir = Path(task_dir)
-    spec, loc = parse(TaskSpec, task_dir / "task.yaml")
+    """The task in `task_dir` (a folder of its corpus), its scorer loaded and its options validated."""
+    task_dir = inside(Path(task_dir).parent, task_dir, "a task folder", "its corpus folder")
+    spec, loc = parse(TaskSpec, inside(task_dir, task_dir / "task.yaml", "task.yaml", "its task folder"))
     if spec.id != task_dir.name:
         raise InvalidCorpus([f"{loc.where(('id',))}: id: {spec.id!r} must equal its folder name {task_dir.name!r}"])
     scorer = load_scorer(spec.scorer, task_dir)
@@ -130,6 +148,11 @@ def load_task(task_dir: Path) -> Task:
     return Task(dir=task_dir, spec=spec, scorer=scorer, options=options)
 
 
+def find_task(corpus: Path, task_id: str) -> Task:
+    """The task `task_id` of `corpus`; the id is a name, never a path (`Escape`)."""
+    return load_task(Path(corpus) / check_name(task_id, "a task id"))
+
+
 def load_truth(task: Task, path: Path) -> Any:
     if task.scorer.truth_model is None:
         data, _ = load_yaml(path)
@@ -139,7 +162,9 @@ def load_truth(task: Task, path: Path) -> Any:
 
 
 def load_member(task: Task, member_dir: Path) -> Member:
-    manifest, loc = parse(Manifest, member_dir / "manifest.yaml")
+    inside(task.corpus, member_dir, "a member folder", "the corpus folder")
+    manifest, loc = parse(Manifest, inside(task.corpus, member_dir / "manifest.yaml", "the manifest",
+                                           "the corpus folder"))
     problems = []
     if not manifest.source.is_pointer:
         for p in manifest.source.paths:
@@ -165,6 +190,7 @@ def task_dirs(corpus: Path) -> list[Path]:
 def load_tasks(corpus: Path, only: list[str] | None = None) -> list[Task]:
     dirs = task_dirs(corpus)
     if only:
+        only = [check_name(t, "a task id") for t in only]
         by_name = {d.name: d for d in dirs}
         missing = [t for t in only if t not in by_name]
         if missing:
@@ -212,6 +238,8 @@ def validate_corpus(corpus: Path, sources: Path | None = None) -> list[str]:
                 problems.append(str(e))
             except InvalidCorpus as e:
                 problems.extend(e.problems)
+            except CorpusError as e:  # a file that escapes the corpus or sources folder
+                problems.append(str(e))
     return problems
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_FAILED = 1  # a member failed its verdict (score below threshold or gate disagrees)
 EXIT_USAGE = 2  # bad command line
-EXIT_INVALID = 3  # invalid corpus / input files
+EXIT_INVALID = 3  # invalid corpus / input files, or a path or name escaping its folder
 EXIT_INTEGRITY = 4  # a source's sha256 does not match its manifest
 EXIT_BACKEND = 5  # a backend / provider failed
 EXIT_CASSETTE = 6  # cassette miss or corrupt cassette
@@ -37,6 +37,11 @@ class CorpusError(EvalkitError):
     """A corpus file is missing, malformed or does not match its schema."""
 
     exit_code = EXIT_INVALID
+
+
+class Escape(CorpusError):
+    """A path or name that would lead outside its folder (corpus, sources, task or run folder),
+    refused before anything is read, imported or written (`evalkit.paths`)."""
 
 
 class InvalidCorpus(CorpusError):

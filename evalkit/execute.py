@@ -325,13 +325,14 @@ def plan_member(run_dir: str | Path, task: str, member: str, backend: str, corpu
                 notebooks: str | Path = NOTEBOOKS_DIR) -> list[NotebookJob]:
     """extract.ipynb then score.ipynb for one member and backend (``NAME=SPEC`` or a bare spec).
 
-    Writes into ``<run>/<task>/<member>/<label>/``; corpus and sources are
-    passed relative to that folder.
+    Writes into ``<run>/<task>/<member>/<label's folder>/`` (`pipeline.home_dir`); corpus and
+    sources are passed relative to that folder.
     """
     from .backends import parse_backend_arg
+    from .pipeline import home_dir
 
     label, _ = parse_backend_arg(backend)
-    folder = Path(run_dir) / task / member / label
+    folder = home_dir(run_dir, task, member, label)
     folder.mkdir(parents=True, exist_ok=True)
     params = {"task": task, "member": member, "backend": backend, "corpus": _rel(corpus, folder),
               "sources": _rel(sources, folder), "out": "."}

@@ -11,7 +11,8 @@ replay. One JSON object per line, per failed provider call::
 
 ``raw_body`` is never shortened. When the file would pass 20 MB it is renamed to
 ``<cassette>.failures.N.jsonl`` (N = 1, 2, ...) and a fresh one is started.
-Only what came back from the provider is written: no request headers, no keys.
+Only what came back from the provider is written, after the secret scrubber
+(`evalkit.redact`): no request headers, no keys.
 """
 
 from __future__ import annotations

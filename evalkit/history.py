@@ -1,11 +1,14 @@
-"""The run history: ``runs/index.jsonl``, one line per scored member × backend of every run.
+"""The run history: ``runs/index.jsonl``, one line per scored or errored member × backend of every run.
 
 Each line (compact JSON, sorted keys)::
 
     {"run_id": "20261130-101500-gemma", "time": "2026-11-30T10:15:00+00:00", "task": "deal-memos",
-     "member": "clean-single-term", "backend": "gemma", "model": "gemma-3-270m",
+     "member": "clean-single-term", "backend": "gemma", "model": "gemma-3-270m", "status": "scored",
      "score": 0.93, "passed": true, "metrics": {...},
      "cost": {"input_tokens": 812, "output_tokens": 95, "usd": 0.0004, "calls": 1}}
+
+An errored member × backend (`evalkit.status`) has ``"status": "error"``, its ``cause`` and
+``message``, and no score, verdict or metrics: it never enters a trend's mean.
 
 Appends are serialized with a file lock (``index.jsonl.lock``) and are idempotent:
 a line whose (run_id, time, task, member, backend) is already in the file is not
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .scoreboard import _selected, locked, numeric_metrics, scan
+from .status import ERROR, SCORED, failure_of
 
 __all__ = ["INDEX_NAME", "index_path", "history_lines", "append_history", "read_history", "history_frame",
            "trend_frame", "trend_chart"]
@@ -40,14 +44,15 @@ def _key(line: dict[str, Any]) -> tuple:
 
 
 def history_lines(run_result: Any) -> list[dict[str, Any]]:
-    """The index lines of a run: a RunResult / SweepResult (scored outcomes) or a run folder path."""
-    root, keys = _selected(run_result)
+    """The index lines of a run: a RunResult / SweepResult (scored and errored outcomes) or a run folder path."""
+    root, keys = _selected(run_result, (SCORED, ERROR))
     lines = []
-    for s in scan(root):
+    for s in scan(root, status=None):
         if keys is not None and (s.task, s.member, s.backend) not in keys:
             continue
         score, ext, rj = s.score(), s.extraction(), s.run_json()
         run = ext.get("run") or {}
+        failed = failure_of(score)
         lines.append({
             "run_id": s.run_id,
             "time": s.started(rj) or datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -55,9 +60,9 @@ def history_lines(run_result: Any) -> list[dict[str, Any]]:
             "member": s.member,
             "backend": s.backend,
             "model": (ext.get("backend") or {}).get("model"),
-            "score": score.get("score"),
-            "passed": score.get("passed"),
-            "metrics": numeric_metrics(score.get("metrics") or {}),
+            **({"status": SCORED, "score": score.get("score"), "passed": score.get("passed"),
+                "metrics": numeric_metrics(score.get("metrics") or {})} if failed is None else
+               {"status": ERROR, "cause": failed.cause, "message": failed.message}),
             "cost": {k: run.get(k) for k in ("input_tokens", "output_tokens", "usd", "calls")},
         })
     return lines

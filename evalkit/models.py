@@ -10,6 +10,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
+def relative(path: str) -> str:
+    """A path a manifest names: relative, and never climbing out of its folder with ``..``."""
+    if path.startswith(("/", "\\")) or ".." in path.replace("\\", "/").split("/"):
+        raise ValueError(f"{path!r} must be a relative path inside its folder")
+    return path
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -59,8 +66,7 @@ class Source(Strict):
         if (self.file is None) == (self.pointer is None):
             raise ValueError("give exactly one of `file` or `pointer`")
         for p in self.paths:
-            if p.startswith("/") or ".." in p.split("/"):
-                raise ValueError(f"{p!r} must be a relative path inside its folder")
+            relative(p)
         return self
 
     @property
@@ -89,6 +95,11 @@ class TruthPointer(Strict):
 
     pointer: str
     sha256: str
+
+    @field_validator("pointer")
+    @classmethod
+    def _relative(cls, v: str) -> str:
+        return relative(v)
 
 
 class Manifest(Strict):

@@ -1,9 +1,13 @@
 """One member through extraction and scoring: the functions notebooks call.
 
-Files a member leaves in its run folder (``<run>/<task>/<member>/<backend>/``):
+Files a member leaves in its run folder (``<run>/<task>/<member>/<backend>/``, `home_dir`):
 ``extraction.json`` (the record and its run block) and ``score.json`` (the
 ScoreResult with its item table). Both are written with sorted keys, so the
-same inputs give the same bytes.
+same inputs give the same bytes. Both record the backend's label, which readers
+take from there (`backends.folder_label`): the folder holds its safe form (``org/model`` →
+``org__model``). Both carry the member × backend's status (`evalkit.status`): an
+extraction that failed is never scored; its score.json says ``error`` with the cause,
+and has no score, verdict or metrics.
 """
 
 from __future__ import annotations
@@ -13,14 +17,20 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .backends import Backend, BackendContext, Completion, Request, parse_backend_arg
-from .corpus import DEFAULT_CORPUS, Member, Task, load_task, sources_dir
+from .backends import Backend, BackendContext, Completion, Request, label_folder, parse_backend_arg
+from .corpus import DEFAULT_CORPUS, Member, Task, find_task, sources_dir
 from .jsonio import canonical_sha, read_json, write_json
 from .scoring import ScoreContext, ScoreResult
 from .sources import Document, check_integrity, read_document
+from .status import SCORED, SCORING_CRASH, Failed, extraction_status, failure_of
 
 EXTRACTION = "extraction.json"
 SCORE = "score.json"
+
+
+def home_dir(run_dir: str | Path, task_id: str, member_id: str, label: str) -> Path:
+    """Where one member × backend lives in a run folder."""
+    return Path(run_dir) / task_id / member_id / label_folder(label)
 
 
 def render_request(task: Task, member: Member, document: Document, ontology: Any = None) -> Request:
@@ -79,8 +89,9 @@ def backend_context(members: list[Member], sources: Path | None,
 
 def extraction_record(member: Member, backend: Backend, request: Request, completion: Completion,
                       ontology: Any = None) -> dict[str, Any]:
-    """What extraction.json holds: the record plus the run block behind it (and, under --ontology,
-    the ontology its prompt carried, so the notebooks render the same request)."""
+    """What extraction.json holds: the record plus the run block behind it, its status (a failed
+    call is classified here, once: `evalkit.status.classify`) and, under --ontology, the ontology
+    its prompt carried, so the notebooks render the same request."""
     run = completion.to_json()
     record = run.pop("record")
     raw = run.pop("raw")
@@ -94,6 +105,7 @@ def extraction_record(member: Member, backend: Backend, request: Request, comple
         "record": record,
         "raw": raw,
         "run": run,
+        **extraction_status(completion, getattr(backend, "provider", None)),
     }
 
 
@@ -110,8 +122,7 @@ def run_sync(coro):
 
 
 def locate(task_id: str, member_id: str, corpus: str | Path | None) -> Member:
-    task = load_task(Path(corpus or DEFAULT_CORPUS) / task_id)
-    return task.member(member_id)
+    return find_task(Path(corpus or DEFAULT_CORPUS), task_id).member(member_id)
 
 
 def extract_member(task: str, member: str, backend: str = "fake", corpus: str | Path | None = None,
@@ -155,22 +166,48 @@ def extract_member(task: str, member: str, backend: str = "fake", corpus: str | 
 
 def score_member(task: str, member: str, corpus: str | Path | None = None,
                  sources: str | Path | None = None, out: str | Path = ".",
-                 threshold: float | None = None) -> ScoreResult:
+                 threshold: float | None = None) -> ScoreResult | Failed:
     """Score ``out/extraction.json`` against the member's truth; write ``out/score.json``.
 
-    `threshold` overrides the task's pass threshold (``evalkit run --threshold``)."""
+    `threshold` overrides the task's pass threshold (``evalkit run --threshold``). A failed
+    extraction or a crashing scorer gives a `Failed` (see `score_extraction`)."""
     m = locate(task, member, corpus)
     src = sources_dir(sources)
     document = read_document(check_integrity(m, src))
     extraction = read_json(Path(out) / EXTRACTION)
+    result = score_extraction(m, extraction, out, document, src, threshold)
+    write_score(out, m, extraction, result)
+    return result
+
+
+def score_extraction(member: Member, extraction: dict[str, Any], home: str | Path, document: Document,
+                     sources: Path | None, threshold: float | None = None) -> ScoreResult | Failed:
+    """The score of one extraction.json, or why there is none: the extraction's own failure, or the
+    scorer's crash (a bug in one scorer fails that member only; evalkit's own errors propagate).
+    `home`: the member's run folder, where the judge's verdicts are read from."""
+    failed = failure_of(extraction)
+    if failed is not None:
+        return failed
+    from .errors import EvalkitError
     from .judge import load_judgments
 
-    result = score_record(m, extraction.get("record"), document, src, threshold,
-                          judgments=load_judgments(out, extraction), ontology=extraction.get("ontology"))
-    payload = result.to_json()
-    payload.update(member=m.key, backend=extraction["backend"], run=extraction["run"])
+    try:
+        return score_record(member, extraction.get("record"), document, sources, threshold,
+                            judgments=load_judgments(home, extraction),
+                            ontology=extraction.get("ontology"))
+    except EvalkitError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a scorer crash is that member's error
+        return Failed(SCORING_CRASH, f"{type(e).__name__}: {e}")
+
+
+def write_score(out: str | Path, member: Member, extraction: dict[str, Any],
+                result: ScoreResult | Failed) -> dict[str, Any]:
+    """Write ``out/score.json`` (status, the result, and the extraction's member, backend and run block)."""
+    payload = {"status": SCORED, **result.to_json(), "member": member.key, "backend": extraction["backend"],
+               "run": extraction["run"]}
     write_json(Path(out) / SCORE, payload)
-    return result
+    return payload
 
 
 def score_record(member: Member, record: dict[str, Any] | None, document: Document,

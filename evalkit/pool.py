@@ -5,8 +5,10 @@ are in flight (not one kernel or process per call). Jobs start in job order;
 results come back in job order whatever the completion order.
 
 ``max_usd``: before each call the pool estimates its cost (the backend's
-``estimate_usd(request)``: prompt characters/4 and max_tokens at the model's
-price; 0 for replayed calls) and does not start it if the spend so far (actual
+``estimate_usd(request)``: an upper bound — prompt characters/4 and max_tokens,
+plus the truncation retry at twice max_tokens, at the model's price; 0 for
+replayed calls and for a model with no price, which a run lets through only
+with ``--allow-unpriced``) and does not start it if the spend so far (actual
 cost of finished calls + estimates of calls in flight) plus that estimate would
 pass the limit. From then on no further paid call starts; calls estimated at $0
 (replays) still run. Everything finished is kept; skipped jobs get a

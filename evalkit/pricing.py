@@ -1,29 +1,35 @@
 """USD per call, from a per-model price table.
 
 Prices are USD per million tokens, ``{"input": X, "output": Y}``. The built-in
-table covers the models whose list prices were known when it was written; a
-model it does not know costs $0 and is reported as *unpriced* (local models are
-listed at $0 on purpose). Override or extend it with a YAML or JSON file::
+table (`DEFAULT_PRICES`) says for each entry where the price was read and when.
+A model it does not know is *unpriced*: its calls are counted at $0, and a run
+that has to bound or estimate spend (``--max-usd``, ``--dry-run``) refuses to
+start one unless ``--allow-unpriced`` is given (`backends.resolve.plan`).
+Local models are listed at $0 on purpose. Override or extend the table with a
+YAML or JSON file::
 
-    claude-sonnet-4-5: {input: 3.0, output: 15.0}
+    claude-sonnet-5-5: {input: 2.0, output: 10.0}
     my-vllm-model:     {input: 0, output: 0}
 
-given by path through ``EVALKIT_PRICES`` or the ``prices=`` argument. A model id
-matches its exact entry first, then the longest entry it starts with (so
-``claude-sonnet-4-5-20250929`` uses ``claude-sonnet-4-5``).
+given by path through ``EVALKIT_PRICES`` or the ``prices=`` argument
+(``--prices FILE``). A model id matches its exact entry, or the entry it names
+followed by a date or ``-latest`` (``claude-haiku-4-5-20251001`` uses
+``claude-haiku-4-5``); never a mere prefix, so ``claude-opus-4`` does not price
+``claude-opus-4-8`` and an unknown model is never priced by a guess.
 
-Cost estimates made before a call (dry run, ``--max-usd``) count prompt tokens
-as characters / 4 — a rough rule of thumb, not a tokenizer — and the full
-``max_tokens`` as output.
+Costs before a call are upper bounds (`PriceTable.bound`): prompt tokens as
+characters / 4 — a rough rule of thumb, not a tokenizer — and every output
+budget billed in full.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from .errors import UsageError
 
@@ -34,33 +40,44 @@ PRICES_ENV = "EVALKIT_PRICES"
 class Price:
     input: float  # USD per million input tokens
     output: float  # USD per million output tokens
+    source: str = ""  # where the price was read
+    date: str = ""  # when (YYYY-MM-DD)
 
 
 # List prices, USD per million tokens (standard tier, no caching or batch discounts).
+_CLAUDE = "Anthropic's model pages, https://platform.claude.com/docs/<lang>/models/<model>/overview"
+_CLAUDE_OLD = "https://www.anthropic.com/pricing (evalkit's first table, not re-checked)"
+_OPENAI = "https://openai.com/api/pricing (evalkit's first table, not re-checked)"
+_LOCAL = "runs locally: free"
 DEFAULT_PRICES: dict[str, Price] = {
-    # Anthropic
-    "claude-opus-4-5": Price(5.0, 25.0),
-    "claude-opus-4-1": Price(15.0, 75.0),
-    "claude-opus-4": Price(15.0, 75.0),
-    "claude-sonnet-4-5": Price(3.0, 15.0),
-    "claude-sonnet-4": Price(3.0, 15.0),
-    "claude-3-7-sonnet": Price(3.0, 15.0),
-    "claude-haiku-4-5": Price(1.0, 5.0),
-    "claude-3-5-haiku": Price(0.8, 4.0),
+    # Anthropic (claude-sonnet-5-5 is the default model of `anthropic` and of `--judge anthropic`)
+    "claude-sonnet-5-5": Price(2.0, 10.0, _CLAUDE, "2026-12-01"),
+    "claude-opus-5-5": Price(4.0, 20.0, _CLAUDE, "2026-12-01"),
+    "claude-sonnet-5": Price(2.0, 10.0, _CLAUDE, "2026-12-01"),
+    "claude-opus-5": Price(5.0, 25.0, _CLAUDE, "2026-12-01"),
+    "claude-opus-4-5": Price(5.0, 25.0, _CLAUDE, "2026-12-01"),
+    "claude-haiku-4-5": Price(1.0, 5.0, _CLAUDE, "2026-12-01"),
+    "claude-opus-4-1": Price(15.0, 75.0, _CLAUDE_OLD, "2026-11-30"),
+    "claude-opus-4": Price(15.0, 75.0, _CLAUDE_OLD, "2026-11-30"),
+    "claude-sonnet-4-5": Price(3.0, 15.0, _CLAUDE_OLD, "2026-11-30"),
+    "claude-sonnet-4": Price(3.0, 15.0, _CLAUDE_OLD, "2026-11-30"),
+    "claude-3-7-sonnet": Price(3.0, 15.0, _CLAUDE_OLD, "2026-11-30"),
+    "claude-3-5-haiku": Price(0.8, 4.0, _CLAUDE_OLD, "2026-11-30"),
     # OpenAI
-    "gpt-5": Price(1.25, 10.0),
-    "gpt-5-mini": Price(0.25, 2.0),
-    "gpt-5-nano": Price(0.05, 0.4),
-    "gpt-4.1": Price(2.0, 8.0),
-    "gpt-4.1-mini": Price(0.4, 1.6),
-    "gpt-4.1-nano": Price(0.1, 0.4),
-    "gpt-4o": Price(2.5, 10.0),
-    "gpt-4o-mini": Price(0.15, 0.6),
-    # Local models: free to run.
-    "gemma-3-270m": Price(0.0, 0.0),
-    "fake": Price(0.0, 0.0),
-    "predictions": Price(0.0, 0.0),
+    "gpt-5": Price(1.25, 10.0, _OPENAI, "2026-11-30"),
+    "gpt-5-mini": Price(0.25, 2.0, _OPENAI, "2026-11-30"),
+    "gpt-5-nano": Price(0.05, 0.4, _OPENAI, "2026-11-30"),
+    "gpt-4.1": Price(2.0, 8.0, _OPENAI, "2026-11-30"),
+    "gpt-4.1-mini": Price(0.4, 1.6, _OPENAI, "2026-11-30"),
+    "gpt-4.1-nano": Price(0.1, 0.4, _OPENAI, "2026-11-30"),
+    "gpt-4o": Price(2.5, 10.0, _OPENAI, "2026-11-30"),
+    "gpt-4o-mini": Price(0.15, 0.6, _OPENAI, "2026-11-30"),
+    # Local models and offline backends: free to run.
+    "gemma-3-270m": Price(0.0, 0.0, _LOCAL, "2026-11-30"),
+    "fake": Price(0.0, 0.0, _LOCAL, "2026-11-30"),
+    "predictions": Price(0.0, 0.0, _LOCAL, "2026-11-30"),
 }
+_VERSION_SUFFIX = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2}|latest)$")  # a dated snapshot or alias of an entry
 
 
 def _load_file(path: str | Path) -> dict[str, Price]:
@@ -85,7 +102,7 @@ def _load_file(path: str | Path) -> dict[str, Price]:
         if not isinstance(entry, dict) or set(entry) - {"input", "output"} or not {"input", "output"} <= set(entry):
             raise UsageError(f"price table {p}: {model}: give exactly input and output (USD per million tokens)")
         try:
-            out[str(model)] = Price(float(entry["input"]), float(entry["output"]))
+            out[str(model)] = Price(float(entry["input"]), float(entry["output"]), str(p))
         except (TypeError, ValueError):
             raise UsageError(f"price table {p}: {model}: prices must be numbers") from None
     return out
@@ -102,10 +119,8 @@ class PriceTable:
             self.prices.update(_load_file(path))
 
     def lookup(self, model: str) -> Price | None:
-        if model in self.prices:
-            return self.prices[model]
-        best = max((m for m in self.prices if model.startswith(m)), key=len, default=None)
-        return self.prices[best] if best else None
+        """The model's price: its exact entry, or the entry it names with a date / ``-latest`` appended."""
+        return self.prices.get(model) or self.prices.get(_VERSION_SUFFIX.sub("", model))
 
     def priced(self, model: str) -> bool:
         return self.lookup(model) is not None
@@ -116,9 +131,12 @@ class PriceTable:
             return 0.0
         return (input_tokens * price.input + output_tokens * price.output) / 1_000_000
 
-    def estimate(self, model: str, prompt_chars: int, max_tokens: int) -> float:
-        """Cost of one call before it is made: chars/4 prompt tokens, max_tokens output tokens."""
-        return self.cost(model, estimate_tokens(prompt_chars), max_tokens)
+    def bound(self, model: str, prompt_chars: int, budgets: Sequence[int], sends: int = 1) -> float:
+        """Upper bound of one request's cost before it is made: one call per output budget in
+        `budgets` (the first call and any retry evalkit makes), each sent up to `sends` times,
+        every send billed chars/4 prompt tokens and its whole output budget."""
+        prompt = estimate_tokens(prompt_chars)
+        return sends * sum(self.cost(model, prompt, budget) for budget in budgets)
 
 
 def estimate_tokens(chars: int) -> int:

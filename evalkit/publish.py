@@ -13,11 +13,17 @@ member's scored entries onto ``byom-scoreboard.json`` at the root of the evalkit
 * ``truth_sha256``, non-default ``settings``, and the ``metrics`` block reduced to numbers,
   booleans and nulls (aggregate counts and ratios).
 
+Local paths are redacted everywhere in the entry, not only in the spec: a ``python:`` pipeline's
+model id is ``python:<local>`` like its spec, and any absolute, ``~/``, ``./`` or ``../`` path (or
+``C:\\``) in any other string — a model id a local server reported, the truth provenance's free
+text — becomes ``<local>`` (URLs are kept).
+
 Never copied: the manifest title, source file names, document text, truth values, item tables,
 notes, error messages, justification texts. Before writing, a guard re-checks that no truth string
 value and no long run of document text occurs anywhere in the published entry.
 
-Refused (exit 3): a member with no scored entry in the private scoreboard, one whose
+Refused (exit 3): a MEMBER that is a path rather than ``TASK/MEMBER`` names (before anything is
+loaded or imported), a member with no scored entry in the private scoreboard, one whose
 ``truth_provenance`` is blank or a placeholder, or whose truth changed since it was scored
 (``evalkit rescore`` first). A source that no longer matches its pinned or sidecar hash is
 refused with exit 4.
@@ -31,8 +37,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from .corpus import DEFAULT_CORPUS, Member, load_task, task_dirs
+from .corpus import DEFAULT_CORPUS, Member, find_task, load_task, task_dirs
 from .errors import EXIT_INVALID, EvalkitError
+from .paths import member_ref
 from .scoreboard import (SECRET_KEYS, edit_board, iter_entries, load_board, numeric_metrics,
                          truth_sha256)
 
@@ -43,6 +50,8 @@ BYOM_BOARD = "byom-scoreboard.json"
 PLACEHOLDERS = {"", "todo", "tbd", "unknown", "n/a", "na", "none", "null", "-", "?", "xxx"}
 LOCAL_KEYS = {"path", "dir", "file", "cassette", "target"}
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
+_URL_OR_PATH = re.compile(r"""(?P<url>\b[A-Za-z][\w+.-]*://[^\s'"<>]+)"""
+                          r"""|(?<![\w.~/\\-])(?:~|\.{1,2})?/[^\s,;'"()<>]+|\b[A-Za-z]:\\[^\s,;'"()<>]+""")
 _HEX = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -57,9 +66,9 @@ def default_byom_board() -> Path:
 
 def find_member(corpus: Path, ref: str) -> Member:
     """``TASK/MEMBER`` or a bare member id (must name exactly one member across the corpus's tasks)."""
-    task_id, _, member_id = ref.rpartition("/")
+    task_id, _, member_id = member_ref(ref).rpartition("/")
     if task_id:
-        return load_task(Path(corpus) / task_id).member(member_id)
+        return find_task(corpus, task_id).member(member_id)
     hits = [d for d in task_dirs(corpus) if (d / member_id / "manifest.yaml").is_file()]
     if not hits:
         raise NotPublishable(f"{corpus}: no member {member_id!r} in any task")
@@ -88,10 +97,23 @@ def _public_spec(spec: str) -> str:
     return kind + (":" + ",".join(parts) if parts else "")
 
 
+def _no_local_paths(value: Any) -> Any:
+    """`value` with every local path in its strings (keys too) replaced by ``<local>``; URLs are kept."""
+    if isinstance(value, str):
+        return _URL_OR_PATH.sub(lambda m: m.group() if m.group("url") else "<local>", value)
+    if isinstance(value, Mapping):
+        return {_no_local_paths(k): _no_local_paths(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_no_local_paths(v) for v in value]
+    return value
+
+
 def _public_run(run: Mapping[str, Any]) -> dict[str, Any]:
     backend = run.get("backend") or {}
     out = {k: run.get(k) for k in ("date", "model", "evalkit_version", "request_sha256", "input_tokens",
                                     "output_tokens", "usd", "latency_s", "calls", "replayed", "parse", "truncated")}
+    if str(out["model"]).startswith("python:"):  # a pipeline's model id is its spec: python:MODULE_OR_PATH:FUNCTION
+        out["model"] = _public_spec(out["model"])
     out["backend"] = {"label": backend.get("label"), "spec": _public_spec(str(backend.get("spec", "")))}
     out["error"] = bool(run.get("error"))
     return out
@@ -113,7 +135,7 @@ def public_entry(member: Member, entry: Mapping[str, Any], sources: Path | None)
     paths = check_integrity(member, sources)  # IntegrityError (exit 4) if the source changed
     m = member.manifest
     prov = m.truth_provenance
-    return {
+    return _no_local_paths({
         "identity": {
             "task": member.task.id,
             "member": member.id,
@@ -128,7 +150,7 @@ def public_entry(member: Member, entry: Mapping[str, Any], sources: Path | None)
         "settings": {k: v for k, v in (entry.get("settings") or {}).items() if isinstance(v, (int, float, bool))},
         "metrics": numeric_metrics(entry.get("metrics") or {}),
         "passed": entry.get("passed") if isinstance(entry.get("passed"), bool) else None,
-    }
+    })
 
 
 def _strings(value: Any, path: tuple = ()) -> Iterable[tuple[tuple, str]]:

@@ -13,6 +13,9 @@ the agreement rate). Count metrics (``matched``, ``missing``, ``hallucinated``, 
 and flags such as ``gate_blocking`` are reported in the band but never gated: a count moves with the
 corpus, not only with quality.
 
+A member × backend that errored in the new sweep (`evalkit.status`: no score) is not comparable:
+it is named in the notes and left out of both means of the pair.
+
 Every regression and improvement carries a one-sided paired sign-flip permutation p-value over
 members (exact up to 16 members, else 20 000 seeded random flips): deterministic for the same inputs.
 It informs the reader; the band decides.
@@ -169,17 +172,24 @@ def band_for(band: Mapping[str, Any] | None, task: str, metric: str) -> tuple[fl
 def compare(standing: Mapping[str, Mapping[str, Mapping[str, Any]]],
             new: Mapping[str, Mapping[str, Mapping[str, Mapping[str, Any]]]],
             band: Mapping[str, Any] | None, *, seed: int = DEFAULT_SEED,
-            justifications: Mapping[str, str] | None = None) -> Comparison:
+            justifications: Mapping[str, str] | None = None,
+            errors: Mapping[str, Mapping[str, Mapping[str, str]]] | None = None) -> Comparison:
     """Compare `new` with `standing`, both ``{task: {backend: {member: metrics}}}``.
 
     `justifications` maps ``METRIC``, ``TASK/METRIC`` or ``TASK/BACKEND/METRIC`` to a reason; a
-    regression of a matching metric carries it (and no longer fails the check).
+    regression of a matching metric carries it (and no longer fails the check). `errors`:
+    ``{task: {backend: {member: why}}}``, the new sweep's errored members: named as not comparable.
     """
     out = Comparison()
     just = dict(justifications or {})
-    for task in sorted(new):
-        for label in sorted(new[task]):
-            fresh = new[task][label]
+    errors = errors or {}
+    for task in sorted(set(new) | set(errors)):
+        for label in sorted(set(new.get(task) or {}) | set(errors.get(task) or {})):
+            fresh = (new.get(task) or {}).get(label) or {}
+            failed = (errors.get(task) or {}).get(label) or {}
+            for m in sorted(failed):
+                out.notes.append(f"{task}/{m} [{label}]: ERROR in the new sweep ({failed[m]}): not comparable; "
+                                 "left out of the comparison")
             old = (standing.get(task) or {}).get(label) or {}
             if not old:
                 out.notes.append(f"{task} [{label}]: no standing entries on the scoreboard; nothing to compare")
@@ -187,7 +197,7 @@ def compare(standing: Mapping[str, Mapping[str, Mapping[str, Any]]],
             paired = sorted(set(fresh) & set(old))
             for m in sorted(set(fresh) - set(old)):
                 out.notes.append(f"{task}/{m} [{label}]: not on the scoreboard; left out of the comparison")
-            for m in sorted(set(old) - set(fresh)):
+            for m in sorted(set(old) - set(fresh) - set(failed)):
                 out.notes.append(f"{task}/{m} [{label}]: on the scoreboard but not in the new sweep; left out")
             metrics = sorted({k for m in paired for k in (*fresh[m], *old[m]) if is_gated(k)})
             for metric in metrics:

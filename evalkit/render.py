@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .jsonio import write_text
+from .status import failure_of
 
 __all__ = ["render_notebook", "render_run", "render_index", "safe_svg", "clean_output_html", "TEMPLATES"]
 
@@ -202,6 +203,8 @@ def _href(*parts: str) -> str:
 
 
 def _member_rows(task_dir: Path) -> list[dict[str, Any]]:
+    from .backends import folder_label
+
     rows = []
     for folder in sorted(p for p in task_dir.glob("*/*") if p.is_dir()):
         names = {p.name for p in folder.iterdir()}
@@ -213,7 +216,8 @@ def _member_rows(task_dir: Path) -> list[dict[str, Any]]:
                 score = json.loads((folder / "score.json").read_text(encoding="utf-8"))
             except (OSError, json.JSONDecodeError):
                 score = None
-        rows.append({"member": folder.parent.name, "backend": folder.name, "names": names, "score": score})
+        rows.append({"member": folder.parent.name, "folder": folder.name, "backend": folder_label(folder, score),
+                     "names": names, "score": score})
     return rows
 
 
@@ -226,6 +230,7 @@ th, td { border: 1px solid #d8dee4; padding: 4px 10px; text-align: left; }
 thead th { background: #f6f8fa; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .PASS { color: #1a7f37; font-weight: 600; } .FAIL { color: #cf222e; font-weight: 600; }
+.ERROR { color: #9a6700; font-weight: 600; }
 .missing { color: #8c959f; }
 """
 
@@ -262,8 +267,12 @@ def render_index(run_dir: str | Path) -> Path:
                    "<th>pages</th></tr></thead><tbody>")
         for r in rows:
             s = r["score"]
+            failed = failure_of(s)
             if s is None:
                 score, verdict = '<span class="missing">—</span>', '<span class="missing">no score</span>'
+            elif failed is not None:  # a failure is never a number
+                score = '<span class="ERROR">ERROR</span>'
+                verdict = f'<span class="ERROR" title="{e(failed.message)}">ERROR</span> {e(failed.cause)}'
             else:
                 score = "n/a" if s.get("score") is None else f"{float(s['score']):.3f}"
                 v = "n/a" if s.get("passed") is None else ("PASS" if s["passed"] else "FAIL")
@@ -271,9 +280,9 @@ def render_index(run_dir: str | Path) -> Path:
             links = []
             for stem, text in (("extract", "extraction"), ("score", "score")):
                 if f"{stem}.ipynb" in r["names"] or f"{stem}.html" in r["names"]:
-                    links.append(f'<a href="{_href(task_dir.name, r["member"], r["backend"], stem + ".html")}">{text}</a>')
+                    links.append(f'<a href="{_href(task_dir.name, r["member"], r["folder"], stem + ".html")}">{text}</a>')
             first = links[-1] if links else None
-            member = (f'<a href="{_href(task_dir.name, r["member"], r["backend"], "score.html")}">{e(r["member"])}</a>'
+            member = (f'<a href="{_href(task_dir.name, r["member"], r["folder"], "score.html")}">{e(r["member"])}</a>'
                       if first and "score.ipynb" in r["names"] else e(r["member"]))
             out.append(f"<tr><td>{member}</td><td>{e(r['backend'])}</td><td class=\"num\">{score}</td>"
                        f"<td>{verdict}</td><td>{' · '.join(links)}</td></tr>")

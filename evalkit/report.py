@@ -37,6 +37,8 @@ from typing import Any
 import pandas as pd
 
 from .jsonio import read_json
+from .paths import check_name
+from .status import NOTEBOOK_FAILED, SCORED, Failed, failure_of, status_of
 
 __all__ = ["load_scores", "field_accuracy", "mean_field_accuracy", "outcome_counts", "verdict", "SUCCESS",
            "SET_ASIDE", "item_shape", "problem_rows", "set_aside_rows", "member_metrics", "metric_matrix",
@@ -47,13 +49,14 @@ SUCCESS = ("match", "matched")  # outcomes that are fine
 SET_ASIDE = ("ignored", "excluded")  # outcomes a scorer sets aside by design: counted toward nothing, not problems
 EXTRACTION = "extraction.json"
 
-MEMBER_COLUMNS = ["task", "member", "backend", "label", "score", "passed", "verdict", "parse", "input_tokens",
-                  "output_tokens", "usd", "latency_s", "error", "truncated", "items", "notes", "path"]
+MEMBER_COLUMNS = ["task", "member", "backend", "label", "status", "cause", "score", "passed", "verdict", "parse",
+                  "input_tokens", "output_tokens", "usd", "latency_s", "error", "truncated", "items", "notes", "path"]
 
 
-def verdict(passed: Any, scored: bool = True) -> str:
-    if not scored:
-        return "no score"
+def verdict(passed: Any, status: str = SCORED) -> str:
+    """PASS / FAIL / n/a for a scored member; ERROR for one that has no score (`evalkit.status`)."""
+    if status != SCORED:
+        return "ERROR"
     if passed is None:
         return "n/a"
     return "PASS" if passed else "FAIL"
@@ -62,32 +65,39 @@ def verdict(passed: Any, scored: bool = True) -> str:
 def load_scores(run_dir: str | Path, task: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(members, items) for one task of a run.
 
-    A member folder with an extraction.json but no score.json (its scoring
-    failed) is listed with verdict "no score" and no items.
+    ``status`` is ``scored`` or ``error`` (`evalkit.status`); an errored member × backend has its
+    ``cause``, verdict "ERROR", no score, metrics or items. A member folder with an extraction.json
+    but no score.json (its notebook failed before the runner could say so) is an error too.
     """
-    base = Path(run_dir) / task
+    from .backends import folder_label
+
+    base = Path(run_dir) / check_name(task, "a task id")
     folders = sorted({p.parent for p in base.glob(f"*/*/{SCORE}")} | {p.parent for p in base.glob(f"*/*/{EXTRACTION}")})
-    backends = {f.name for f in folders}
+    found = []  # (folder, its score.json or extraction.json, scored)
+    for folder in folders:
+        scored = (folder / SCORE).is_file()
+        found.append((folder, read_json(folder / (SCORE if scored else EXTRACTION)), scored))
+    backends = {folder_label(folder, data) for folder, data, _ in found}
     rows: list[dict[str, Any]] = []
     items: list[dict[str, Any]] = []
-    for folder in folders:
-        member, backend = folder.parent.name, folder.name
+    for folder, data, scored in found:
+        member, backend = folder.parent.name, folder_label(folder, data)
         label = member if len(backends) <= 1 else f"{member} [{backend}]"
-        score_path = folder / SCORE
-        scored = score_path.is_file()
-        data = read_json(score_path) if scored else {}
-        if not scored and (folder / EXTRACTION).is_file():
-            data = {"run": read_json(folder / EXTRACTION).get("run") or {}}
+        if not scored:
+            data = {"run": data.get("run") or {},
+                    **(failure_of(data) or Failed(NOTEBOOK_FAILED, "no score.json")).to_json()}
+        status = status_of(data)
         run = data.get("run") or {}
         member_items = data.get("items") or []
         rows.append({
             "task": task, "member": member, "backend": backend, "label": label,
+            "status": status, "cause": data.get("cause"),
             "score": data.get("score"), "passed": data.get("passed"),
-            "verdict": verdict(data.get("passed"), scored),
+            "verdict": verdict(data.get("passed"), status),
             "parse": run.get("parse"), "input_tokens": run.get("input_tokens"),
             "output_tokens": run.get("output_tokens"), "usd": run.get("usd"), "latency_s": run.get("latency_s"),
             "error": run.get("error"), "truncated": run.get("truncated"), "items": len(member_items), "notes": len(data.get("notes") or []),
-            "path": f"{member}/{backend}/{SCORE}" if scored else None,
+            "path": f"{member}/{folder.name}/{SCORE}" if scored else None,
             **{f"metric.{k}": v for k, v in sorted((data.get("metrics") or {}).items())},
         })
         for item in member_items:
@@ -178,11 +188,12 @@ def _value(v: Any) -> Any:
 
 def member_metrics(members: pd.DataFrame) -> list[dict[str, Any]]:
     """One dict per scored member × backend: member, backend, label, score, verdict and ``metrics``
-    (its metric dict back from the ``metric.*`` columns; NaN → None, absent metrics left out)."""
+    (its metric dict back from the ``metric.*`` columns; NaN → None, absent metrics left out).
+    Errored members are left out: every figure built from these is over the scored ones."""
     cols = [c for c in members.columns if str(c).startswith("metric.")]
     out = []
     for _, row in members.iterrows():
-        if row.get("verdict") == "no score":
+        if row.get("status", SCORED) != SCORED:
             continue
         metrics = {c[len("metric."):]: _value(row[c]) for c in cols}
         out.append({"member": row["member"], "backend": row["backend"], "label": row["label"],
@@ -234,9 +245,11 @@ def headline_metric(run_dir: str | Path, task: str) -> str:
     """The metric a task's score is (its scorer's ``details.headline``, e.g. ``relations_f1``), else "score"."""
     for path in sorted((Path(run_dir) / task).glob(f"*/*/{SCORE}")):
         try:
-            return (read_json(path).get("details") or {}).get("headline") or "score"
+            data = read_json(path)
         except (OSError, ValueError):
             continue
+        if status_of(data) == SCORED:  # an error has no details to tell by
+            return (data.get("details") or {}).get("headline") or "score"
     return "score"
 
 

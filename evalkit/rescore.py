@@ -58,7 +58,7 @@ class RescoreResult:
 
 def _rescore_one(board_dir: Path, task_id: str, member_id: str, label: str, entry: dict[str, Any],
                  corpus: Path, sources: Path | None, cache: dict) -> tuple[Rescored, dict[str, Any] | None]:
-    from .corpus import load_task
+    from .corpus import find_task
     from .pipeline import read_json, score_record
     from .scoreboard import truth_sha256
     from .sources import check_integrity, read_document, sha256_file
@@ -72,7 +72,7 @@ def _rescore_one(board_dir: Path, task_id: str, member_id: str, label: str, entr
     try:
         extraction = read_json(home / "extraction.json")
         if task_id not in cache:
-            cache[task_id] = load_task(corpus / task_id)
+            cache[task_id] = find_task(corpus, task_id)
         member = cache[task_id].member(member_id)
         document = read_document(check_integrity(member, sources))
         threshold = (entry.get("settings") or {}).get("threshold")

@@ -4,13 +4,15 @@ report notebook per task → HTML.
 
 Each phase leaves files in the run folder (an extraction.json is written the
 moment its call completes), so a failure anywhere keeps what was done before it.
+A member × backend whose call, scorer or notebook failed ends with status
+``error`` and its cause (`evalkit.status`), never with a score: exit 5.
 
 A run holds its folder (`evalkit.interrupt.hold`): a second run into it is
 refused while the first lives. SIGINT/SIGTERM stop a run within about a second
 and raise `Interrupted` saying how far each phase got. A run that did not finish
 (stopped, crashed) leaves ``.evalkit.unfinished`` in its folder; the next run
 into it resumes: an extraction.json that already answers the same request with
-the same backend spec, without error, is reused instead of called again.
+the same backend spec, and did not fail, is reused instead of called again.
 Finished runs one after another into one folder add up: run.json lists every
 backend and member the folder holds (`merge_run_json`), and the task reports
 read every score.json there.
@@ -30,13 +32,16 @@ from typing import Any, Callable
 
 from . import __version__
 from .corpus import Member, Task, load_member, load_tasks
-from .errors import (EXIT_BACKEND, EXIT_CASSETTE, EXIT_FAILED, EXIT_INTEGRITY, EXIT_OK, CassetteError, CorpusError,
+from .errors import (EXIT_BACKEND, EXIT_FAILED, EXIT_INTEGRITY, EXIT_OK, CassetteError, CorpusError,
                      EvalkitError, IntegrityError, SourceMissing, UsageError)
+from .backends import check_labels, labels_slug
 from .interrupt import Interrupted, hold
 from .jsonio import remove_partials
-from .pipeline import (EXTRACTION, SCORE, backend_context, extraction_record, is_current, read_json, render_request,
-                       write_json)
+from .pipeline import (EXTRACTION, SCORE, backend_context, extraction_record, home_dir, is_current, read_json,
+                       render_request, write_json, write_score)
+from .paths import member_ref
 from .sources import Document, check_integrity, read_document, sha256_file
+from .status import ERROR, NOTEBOOK_FAILED, REFUSED, SCORED, Failed, failure_of
 
 RUN_JSON = "run.json"
 UNFINISHED = ".evalkit.unfinished"  # in a run folder whose last run did not finish: the next one resumes it
@@ -58,6 +63,7 @@ class RunOptions:
     dry_run: bool = False
     max_usd: float | None = None
     prices: Path | None = None
+    allow_unpriced: bool = False  # --allow-unpriced: a model with no price may run under --max-usd / --dry-run
     notebooks: bool = True  # False: score in-process (no papermill, no HTML) — `sweep --no-notebooks`
     report: bool = True  # run report.ipynb per task
     judge: str | None = None  # --judge SPEC (evalkit.judge)
@@ -74,12 +80,18 @@ class Outcome:
     task: str
     member: str
     backend: str
-    status: str  # scored | skipped | refused | error
+    status: str  # scored | skipped | refused | error (evalkit.status)
     score: float | None = None
     passed: bool | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     message: str = ""
+    cause: str = ""  # of an error: provider_error, timeout, pipeline_exception, ... (evalkit.status)
+
+    @property
+    def why(self) -> str:
+        """The ↳ line of an outcome that has no score: ``cause: message``."""
+        return f"{self.cause}: {self.message}" if self.cause else self.message
 
 
 @dataclass
@@ -94,13 +106,11 @@ class RunResult:
         if self.plan is not None:
             return EXIT_OK if self.plan.ok else self.plan.guards[0].error.exit_code
         statuses = {o.status for o in self.outcomes}
-        if "refused" in statuses:
+        if REFUSED in statuses:
             return EXIT_INTEGRITY
-        if any(o.status == "error" and o.message.startswith("cassette") for o in self.outcomes):
-            return EXIT_CASSETTE
-        if "error" in statuses:
+        if ERROR in statuses:  # whatever the verdicts of the others
             return EXIT_BACKEND
-        if any(o.status == "scored" and o.passed is False for o in self.outcomes):
+        if any(o.status == SCORED and o.passed is False for o in self.outcomes):
             return EXIT_FAILED
         return EXIT_OK
 
@@ -116,11 +126,12 @@ class Home:
 
 def default_run_id(labels: list[str]) -> str:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    return f"{stamp}-{'+'.join(labels)}"
+    return f"{stamp}-{labels_slug(labels)}"
 
 
 def select_members(tasks: list[Task], only: list[str] | None) -> list[Member]:
     """Load the selected members (only those: a broken sibling must not stop them)."""
+    only = [member_ref(o) for o in only or ()]
     members = [load_member(t, d) for t in tasks for d in t.member_dirs()
                if not only or d.name in only or f"{t.id}/{d.name}" in only]
     if only and not members:
@@ -134,7 +145,7 @@ def gate_members(members: list[Member], sources: Path | None, outcomes: list[Out
     cleared = []
     for m in members:
         try:
-            paths = check_integrity(m, sources)
+            paths = check_integrity(m, sources, seed=True)
             if m.manifest.truth is not None:
                 m.load_truth(sources)
             cleared.append((m, paths))
@@ -212,9 +223,7 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
         raise UsageError("--judge-cache needs --judge SPEC")
     tasks = load_tasks(opts.corpus, opts.tasks)
     members = select_members(tasks, opts.only)
-    labels = [label for label, _ in opts.backends]
-    if len(set(labels)) != len(labels):
-        raise EvalkitError(f"backend names must be unique: {', '.join(labels)}")
+    labels = check_labels(label for label, _ in opts.backends)
     if opts.judge and judge_mode != "reference" and len(labels) < 2:
         raise UsageError(f"--judge-mode {judge_mode}: pairwise judging needs at least two --backend")
     # Resolving reads cassettes and the environment only: no call, no file written.
@@ -227,9 +236,8 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
     documents: dict[str, Document] = {m.key: read_document(paths) for m, paths in cleared}
     requests = [render_request(m.task, m, documents[m.key], ontology) for m, _ in cleared]
     prices = PriceTable(path=opts.prices) if opts.prices else None
-    the_plan = plan(resolved, requests, prices)
-    if judge_resolved is not None:
-        the_plan.guards += judge_resolved.guards
+    budgeted = (opts.dry_run or opts.max_usd is not None) and not opts.allow_unpriced
+    the_plan = plan(resolved, requests, prices, require_prices=budgeted, judge=judge_resolved)
     if opts.dry_run:
         return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), plan=the_plan)
     if not cleared:  # nothing passed the gate: construct no backend at all
@@ -247,7 +255,7 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
     jobs, homes, home_of = [], [], {}
     for (m, _), request in zip(cleared, requests):
         for b in backends:
-            homes.append(Home(m, b.label, run_dir / m.task.id / m.id / b.label))
+            homes.append(Home(m, b.label, home_dir(run_dir, m.task.id, m.id, b.label)))
             if resuming and _reusable(homes[-1].dir / EXTRACTION, request, b.spec):
                 done.reused += 1
             else:
@@ -317,13 +325,12 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
 
 
 def _reusable(path: Path, request: Any, spec: str) -> bool:
-    """An extraction.json already on disk that answers this request with this backend, without error."""
+    """An extraction.json already on disk that answers this request with this backend and did not fail."""
     try:
         extraction = read_json(path) if path.is_file() else None
     except CorpusError:
         return False
-    return (isinstance(extraction, dict) and is_current(extraction, request, spec)
-            and not (extraction.get("run") or {}).get("error"))
+    return isinstance(extraction, dict) and is_current(extraction, request, spec) and failure_of(extraction) is None
 
 
 def merge_run_json(previous: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
@@ -342,12 +349,16 @@ def _order(o: Outcome) -> tuple:
     return (o.task, o.member, o.backend)
 
 
-def _outcome(home: Home, score: dict[str, Any], extraction: dict[str, Any]) -> Outcome:
-    notes = list(score.get("notes", []))
-    if extraction["run"].get("error"):
-        notes.insert(0, f"backend error: {extraction['run']['error']}")
+def _outcome(home: Home, score: dict[str, Any]) -> Outcome:
+    """The outcome score.json records."""
     m = home.member
-    return Outcome(m.task.id, m.id, home.label, "scored", score=score.get("score"), passed=score.get("passed"),
+    failed = failure_of(score)
+    if failed is not None:
+        return Outcome(m.task.id, m.id, home.label, ERROR, message=failed.message, cause=failed.cause)
+    notes = list(score.get("notes", []))
+    if (score.get("run") or {}).get("error"):  # an answer that came with an error (malformed): scored, noted
+        notes.insert(0, f"backend error: {score['run']['error']}")
+    return Outcome(m.task.id, m.id, home.label, SCORED, score=score.get("score"), passed=score.get("passed"),
                    metrics=score.get("metrics", {}), notes=notes)
 
 
@@ -373,9 +384,11 @@ def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opt
         failed = [by_output[j.output] for j in per_home[h.dir] if not by_output[j.output].ok]
         if failed or not (h.dir / SCORE).exists():
             why = failed[0].error if failed else "score.json was not written"
-            outcomes.append(Outcome(h.member.task.id, h.member.id, h.label, "error", message=f"notebook failed: {why}"))
-            continue
-        outcomes.append(_outcome(h, read_json(h.dir / SCORE), read_json(h.dir / EXTRACTION)))
+            # score.json says so too: the index, scoreboard and history read the same status
+            score = write_score(h.dir, h.member, read_json(h.dir / EXTRACTION), Failed(NOTEBOOK_FAILED, why))
+        else:
+            score = read_json(h.dir / SCORE)
+        outcomes.append(_outcome(h, score))
     for j, r in zip(jobs, results):
         if j.output.name == "report.ipynb" and not r.ok:
             print(f"evalkit: report notebook {j.output} failed: {r.error}", file=sys.stderr)
@@ -387,23 +400,12 @@ def _spec(home: Home) -> str:
 
 
 def _score_in_process(homes: list[Home], documents: dict[str, Document], opts: RunOptions) -> list[Outcome]:
-    from .pipeline import score_record
+    """What score.ipynb does (`pipeline.score_extraction`, `pipeline.write_score`), without papermill."""
+    from .pipeline import score_extraction
 
     outcomes = []
     for h in homes:
         extraction = read_json(h.dir / EXTRACTION)
-        m = h.member
-        try:
-            from .judge import load_judgments
-
-            result = score_record(m, extraction.get("record"), documents[m.key], opts.sources, opts.threshold,
-                                  judgments=load_judgments(h.dir, extraction), ontology=extraction.get("ontology"))
-        except EvalkitError:
-            raise
-        except Exception as e:  # noqa: BLE001 - a scorer crash fails this member only
-            outcomes.append(Outcome(m.task.id, m.id, h.label, "error", message=f"scoring failed: {type(e).__name__}: {e}"))
-            continue
-        payload = result.to_json() | {"member": m.key, "backend": extraction["backend"], "run": extraction["run"]}
-        write_json(h.dir / SCORE, payload)
-        outcomes.append(_outcome(h, payload, extraction))
+        result = score_extraction(h.member, extraction, h.dir, documents[h.member.key], opts.sources, opts.threshold)
+        outcomes.append(_outcome(h, write_score(h.dir, h.member, extraction, result)))
     return outcomes

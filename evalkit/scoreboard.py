@@ -31,9 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from .corpus import DEFAULT_CORPUS, Member, load_task
+from .corpus import DEFAULT_CORPUS, Member, find_task
 from .errors import EXIT_INVALID, CorpusError, EvalkitError
 from .jsonio import dumps, read_json, write_json
+from .status import SCORED, status_of
 
 __all__ = [
     "SCHEMA_VERSION", "BOARD_NAME", "ScoreboardError", "Scored", "board_path", "dumps", "load_board",
@@ -144,12 +145,16 @@ class Scored:
         return (mine[0] if mine else {}).get("started") or run_json.get("started")
 
 
-def scan(root: str | Path) -> list[Scored]:
+def scan(root: str | Path, status: str | None = SCORED) -> list[Scored]:
     """Every scored member × backend under `root`: a run folder, a sweep folder, or a member's home.
 
-    Found by ``**/score.json``; the member key comes from the file (``task/member``) and the backend
-    label from its folder. Sorted by (task, member, backend, path).
+    Found by ``**/score.json``; the member key (``task/member``) and the backend label come from the
+    file (`backends.folder_label`: the folder holds the label's safe form). Sorted by (task, member,
+    backend, path). `status`: only score.json files of this status (`evalkit.status`: by default
+    ``scored`` — an error is no result to board, band or compare); None: every one.
     """
+    from .backends import folder_label
+
     root = Path(root)
     if not root.is_dir():
         raise ScoreboardError(f"{root}: run folder not found")
@@ -163,12 +168,14 @@ def scan(root: str | Path) -> list[Scored]:
             continue  # a half-written file is not a scored member
         if not isinstance(data, dict):
             continue  # nor is a foreign one
+        if status is not None and status_of(data) != status:
+            continue
         key = data.get("member") or f"{home.parent.parent.name}/{home.parent.name}"
         task, _, member = str(key).partition("/")
         run_dir = next((p for p in home.parents if (p / "run.json").is_file()), root)
         sroot = next((p for p in home.parents if (p / "sweep.json").is_file()), sweep_root)
         run_id = (sroot or run_dir).name
-        found.append(Scored(task, member, home.name, home, run_dir, run_id))
+        found.append(Scored(task, member, folder_label(home, data), home, run_dir, run_id))
     return sorted(found, key=lambda s: (s.task, s.member, s.backend, str(s.home)))
 
 
@@ -244,7 +251,7 @@ def numeric_metrics(metrics: Mapping[str, Any]) -> dict[str, float | int | bool 
 def _member(corpus: Path, task: str, member: str, cache: dict) -> Member | None:
     if task not in cache:
         try:
-            cache[task] = load_task(corpus / task)
+            cache[task] = find_task(corpus, task)
         except EvalkitError:
             cache[task] = None
     t = cache[task]
@@ -289,11 +296,12 @@ def _justifications_for(task: str, label: str, justifications: Mapping[str, Any]
     return out
 
 
-def _selected(result: Any) -> tuple[Path, set[tuple[str, str, str]] | None]:
-    """(folder to scan, the scored (task, member, backend) keys to take — None: every one found)."""
+def _selected(result: Any, statuses: tuple[str, ...] = (SCORED,)) -> tuple[Path, set[tuple[str, str, str]] | None]:
+    """(folder to scan, the (task, member, backend) keys of the outcomes of these statuses — None: every
+    one found)."""
     if isinstance(result, (str, Path)):
         return Path(result), None
-    keys = {(o.task, o.member, o.backend) for o in result.outcomes if o.status == "scored"}
+    keys = {(o.task, o.member, o.backend) for o in result.outcomes if o.status in statuses}
     return Path(result.run_dir), keys
 
 
@@ -306,7 +314,8 @@ def update_scoreboard(run_result: Any, board_path: str | Path, justifications: M
     `sources` (default: $EVALKIT_SOURCES) locate the truth whose sha256 is recorded.
     `justifications` maps ``METRIC``, ``TASK/METRIC`` or ``TASK/BACKEND/METRIC`` to a reason (or a dict
     holding ``reason``); they are recorded in the written entries they match. Entries of other
-    members and backends are left as they are.
+    members and backends are left as they are, and so is the standing entry of a member × backend
+    whose new outcome is an error (`evalkit.status`): a failure is never an entry.
     """
     from .corpus import sources_dir
 

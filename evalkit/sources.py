@@ -2,6 +2,9 @@
 
 The integrity gate runs before any backend exists for a member: the exact
 source bytes must hash to the manifest's sha256, or the member is refused.
+Every source file resolves inside the corpus folder (a pointer: inside the
+sources folder) after following symlinks, or is refused before it is read
+(`evalkit.paths`).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from pathlib import Path
 
 from .corpus import SOURCES_ENV, Member
 from .errors import IntegrityError, SourceMissing
+from .paths import inside
 
 __all__ = ["Document", "IntegrityError", "SourceMissing", "check_integrity", "read_document", "source_paths"]
 
@@ -30,13 +34,13 @@ def source_paths(member: Member, sources: Path | None) -> list[Path]:
     """Where the member's source files should be; raise SourceMissing if absent."""
     src = member.manifest.source
     if not src.is_pointer:
-        return [member.dir / p for p in src.paths]
+        return [member.file(p, "the source") for p in src.paths]
     if sources is None:
         raise SourceMissing(
             f"{member.key}: skipped: its source lives outside the repo ({', '.join(src.paths)}); "
             f"pass --sources DIR or set {SOURCES_ENV} to the folder that holds it"
         )
-    paths = [Path(sources) / p for p in src.paths]
+    paths = [inside(sources, Path(sources) / p, "the source pointer", "the sources folder") for p in src.paths]
     missing = [p for p in paths if not p.is_file()]
     if missing:
         raise SourceMissing(
@@ -51,12 +55,15 @@ def _expected(member: Member, rel: str) -> str | None:
     return pin.get(rel) if isinstance(pin, dict) else pin
 
 
-def check_integrity(member: Member, sources: Path | None) -> list[Path]:
-    """Verify every source file's sha256; return the paths. Raises before any model spend."""
+def check_integrity(member: Member, sources: Path | None, *, seed: bool = False) -> list[Path]:
+    """Verify every source file's sha256; return the paths. Raises before any model spend.
+
+    `seed`: a member that pins no hash gets its sidecar written on first sight — only the
+    runner's gate seeds; validating, publishing or re-scoring never writes into a corpus."""
     paths = source_paths(member, sources)
     manifest = member.dir / "manifest.yaml"
     if member.manifest.sha256 is None:
-        return _check_sidecar(member, paths)
+        return _check_sidecar(member, paths, seed)
     for rel, path in zip(member.manifest.source.paths, paths):
         got, want = sha256_file(path), _expected(member, rel)
         if got != want:
@@ -76,13 +83,14 @@ def check_integrity(member: Member, sources: Path | None) -> list[Path]:
     return paths
 
 
-def _check_sidecar(member: Member, paths: list[Path]) -> list[Path]:
+def _check_sidecar(member: Member, paths: list[Path], seed: bool) -> list[Path]:
     # Private (BYOM) members may leave the pin out (retail PDFs are watermarked per copy):
-    # the first sighting seeds a local sidecar, which is enforced from then on.
-    sidecar = member.dir / SIDECAR
+    # the first run seeds a local sidecar, which is enforced from then on.
+    sidecar = member.file(SIDECAR, "the source sidecar")
     current = {p.name: sha256_file(p) for p in paths}
     if not sidecar.exists():
-        sidecar.write_text("".join(f"{h}  {n}\n" for n, h in sorted(current.items())))
+        if seed:
+            sidecar.write_text("".join(f"{h}  {n}\n" for n, h in sorted(current.items())))
         return paths
     pinned = dict(reversed(line.split(None, 1)) for line in sidecar.read_text().splitlines() if line.strip())
     pinned = {k.strip(): v for k, v in pinned.items()}

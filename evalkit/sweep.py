@@ -16,7 +16,8 @@ backends → extraction.json → scorer → score.json, no .ipynb/.html): the sa
 scoreboard, band and check read, in a fraction of the time.
 
 **Current** (skipped on a re-run, unless ``--force``): a member whose previous outcome in this
-sweep folder was scored for every backend and whose *currency key* is unchanged for every
+sweep folder was scored for every backend (an ``error``, `evalkit.status`, is never current: the
+next sweep retries it) and whose *currency key* is unchanged for every
 backend. The key holds: the request sha256 (prompt, schema, settings and the source text), the
 backend label and spec (secrets redacted) plus a fingerprint of any local file or folder the spec
 names (a cassette or predictions dir), the truth file's sha256, the task.yaml sha256 (scorer options,
@@ -42,9 +43,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import __version__
-from .errors import EXIT_BACKEND, EXIT_CASSETTE, EXIT_INTEGRITY, EXIT_OK, CorpusError, EvalkitError
+from .errors import EXIT_BACKEND, EXIT_CASSETTE, EXIT_INTEGRITY, EXIT_OK, CorpusError, Escape, EvalkitError
 from .interrupt import Interrupted, hold, spawn_context, stop_pool, worker_signals
 from .runner import Outcome, RunOptions, RunResult
+from .status import ERROR, REFUSED, SCORED, SKIPPED
 
 __all__ = ["SweepOptions", "MemberResult", "SweepResult", "sweep", "run_direct", "currency_keys", "default_sweep_dir",
            "SWEEP_JSON"]
@@ -116,6 +118,8 @@ def currency_keys(member: Any, backends: list[tuple[str, str]], sources: Path | 
     try:
         paths = check_integrity(member, sources)
         request = render_request(member.task, member, read_document(paths))
+    except Escape:
+        raise
     except EvalkitError:
         return None
     common = {
@@ -168,8 +172,8 @@ class MemberResult:
     def failures(self) -> list[str]:
         """One line per problem: a crash, or a refused / errored backend outcome."""
         out = [f"{self.key}: {self.message}"] if self.status == "failed" and self.message else []
-        out += [f"{self.key} [{o.backend}]: {o.status}: {o.message}" for o in self.outcomes
-                if o.status in ("refused", "error")]
+        out += [f"{self.key} [{o.backend}]: {o.status}: {o.why}"
+                for o in self.outcomes if o.status in (REFUSED, ERROR)]
         return out
 
 
@@ -194,19 +198,21 @@ class SweepResult:
         are listed); 4: a member was refused by the integrity gate; 6: a cassette miss or corrupt
         cassette; 5: a member failed otherwise (backend, notebook, crash)."""
         statuses = {o.status for o in self.outcomes}
-        if "refused" in statuses:
+        if REFUSED in statuses:
             return EXIT_INTEGRITY
         codes = {m.exit_code for m in self.members if m.status == "failed"}
         if EXIT_CASSETTE in codes:
             return EXIT_CASSETTE
-        if "error" in statuses or codes:
+        if ERROR in statuses or codes:
             return EXIT_BACKEND
         return EXIT_OK
 
 
 def default_sweep_dir(labels: list[str]) -> Path:
     """``runs/sweep-<labels>``: a stable name, so a re-run finds what is current."""
-    return Path("runs") / f"sweep-{'+'.join(labels)}"
+    from .backends import labels_slug
+
+    return Path("runs") / f"sweep-{labels_slug(labels)}"
 
 
 def _outcome(d: dict[str, Any]) -> Outcome:
@@ -248,13 +254,15 @@ def _load_previous(sweep_dir: Path) -> dict[str, Any]:
 
 
 def _is_current(prev: dict[str, Any] | None, keys: dict[str, Any] | None, sweep_dir: Path, labels: list[str]) -> bool:
+    from .pipeline import SCORE, home_dir
+
     if not prev or keys is None or prev.get("status") not in ("ran", "current") or prev.get("keys") != keys:
         return False
     outs = prev.get("outcomes") or []
-    if sorted(o.get("backend") for o in outs) != sorted(labels) or any(o.get("status") != "scored" for o in outs):
+    if sorted(o.get("backend") for o in outs) != sorted(labels) or any(o.get("status") != SCORED for o in outs):
         return False
     run_dir = sweep_dir / prev.get("run_dir", "")
-    return all((run_dir / o["task"] / o["member"] / o["backend"] / "score.json").is_file() for o in outs)
+    return all((home_dir(run_dir, o["task"], o["member"], o["backend"]) / SCORE).is_file() for o in outs)
 
 
 def _write_sweep_json(sweep_dir: Path, opts: SweepOptions, records: dict[str, MemberResult],
@@ -286,20 +294,21 @@ def sweep(opts: SweepOptions, progress: Callable[[MemberResult], Any] | None = N
 
 
 def _sweep(opts: SweepOptions, progress: Callable[[MemberResult], Any] | None, held: ExitStack) -> SweepResult:
+    from .backends import check_labels
     from .corpus import load_tasks
+    from .paths import member_ref
 
-    labels = [label for label, _ in opts.backends]
+    labels = check_labels(label for label, _ in opts.backends)
     if not labels:
         raise EvalkitError("sweep: give at least one --backend NAME=SPEC")
-    if len(set(labels)) != len(labels):
-        raise EvalkitError(f"backend names must be unique: {', '.join(labels)}")
     tasks = load_tasks(opts.corpus, opts.tasks)
     sweep_dir = Path(opts.out or default_sweep_dir(labels))
-    held.enter_context(hold(sweep_dir))
     on_disk = _load_previous(sweep_dir)
     previous = {} if opts.force else on_disk
 
     if opts.only:
+        for o in opts.only:
+            member_ref(o)
         known = {n for t in tasks for d in t.member_dirs() for n in (d.name, f"{t.id}/{d.name}")}
         unknown = [o for o in opts.only if o not in known]
         if unknown:
@@ -316,6 +325,8 @@ def _sweep(opts: SweepOptions, progress: Callable[[MemberResult], Any] | None, h
             try:
                 member = task.member(mdir.name)
                 keys = currency_keys(member, opts.backends, opts.sources, opts.threshold, opts.notebooks)
+            except Escape:
+                raise  # a file outside the corpus or sources folder: refuse the sweep before anything is written
             except EvalkitError:
                 keys = None  # the worker reports the problem
             prev = previous.get(key)
@@ -351,6 +362,7 @@ def _sweep(opts: SweepOptions, progress: Callable[[MemberResult], Any] | None, h
         if progress:
             progress(res)
 
+    held.enter_context(hold(sweep_dir))
     try:
         suspects = _run_pool(todo, payload, record, max(1, opts.workers))
         # A worker process that died took its pool down: run each member that was in flight alone, to know which.
@@ -428,19 +440,19 @@ def print_sweep_summary(result: SweepResult, echo: Callable[[str], Any] = print)
         for o in m.outcomes:
             name = f"  {m.key}" + (f" [{o.backend}]" if multi else "")
             tag = " (current, skipped)" if m.status == "current" else ""
-            if o.status == "scored":
+            if o.status == SCORED:
                 score = "   n/a" if o.score is None else f"{100 * o.score:5.1f}%"
                 verdict = {True: " PASS", False: " FAIL", None: ""}[o.passed]
                 echo(f"{name} … {score}{verdict}{tag}")
             else:
                 echo(f"{name} … {o.status.upper()}")
-                echo(f"      ↳ {o.message}")
+                echo(f"      ↳ {o.why}")
     ran = sum(m.status == "ran" for m in result.members)
     current = sum(m.status == "current" for m in result.members)
-    scored = [o for o in result.outcomes if o.status == "scored"]
-    skipped = sum(o.status == "skipped" for o in result.outcomes)
+    count = {s: sum(o.status == s for o in result.outcomes) for s in (SCORED, ERROR, SKIPPED)}
     echo(f"Sweep: {len(result.members)} member(s): {ran} run, {current} current (skipped), "
-         f"{len(scored)} scored, {skipped} skipped (source missing), {len(result.failures)} failure(s)")
+         f"{count[SCORED]} scored, {count[ERROR]} error(s), {count[SKIPPED]} skipped (source missing), "
+         f"{len(result.failures)} failure(s)")
     if result.failures:
         echo("Failures:")
         for line in result.failures:

@@ -99,6 +99,33 @@ def test_publish_copies_aggregates_only_and_no_marker_anywhere(private):
             assert MARKER not in path.read_text(errors="replace"), path
 
 
+def test_publish_redacts_local_paths_everywhere(private):
+    """A python: pipeline's file path is its spec *and* its model id; a provenance note may name a local
+    file too: none of them reaches the BYOM board or its HTML."""
+    tmp_path, corpus, preds = private
+    pipe = tmp_path / "pipelines" / "mine.py"
+    pipe.parent.mkdir()
+    pipe.write_text("def extract(document, task):\n    return {'account_id': 'ACC', 'rate': 0.5}\n")
+    res = cli("sweep", "--corpus", corpus, "--no-notebooks", "--workers", 1, "--out", tmp_path / "runs" / "py",
+              "--backend", f"mine=python:{pipe}:extract", "--only", "m0", "--update-scoreboard")
+    assert res.exit_code in (0, 1), res.output
+    manifest = corpus / "memos" / "m0" / "manifest.yaml"
+    data = yaml.safe_load(manifest.read_text())
+    data["truth_provenance"]["instrument"] = \
+        f"{tmp_path}/tools/labeller.py, then ~/qa/check.md (see https://example.org/a/b)"
+    write_yaml(manifest, data)
+    board = tmp_path / "repo" / "byom-scoreboard.json"
+    res = cli("publish", "m0", "--corpus", corpus, "--board", board)
+    assert res.exit_code == 0, res.output
+    entry = load_board(board)["tasks"]["memos"]["m0"]["mine"]
+    assert entry["run"]["backend"]["spec"] == "python:<local>" and entry["run"]["model"] == "python:<local>"
+    assert entry["identity"]["truth_provenance"]["instrument"] == \
+        "<local>, then <local> (see https://example.org/a/b)"
+    html = report_byom(board, tmp_path / "report" / "byom.html").read_text()
+    for text in (board.read_text(), html):
+        assert str(tmp_path) not in text and "mine.py" not in text and "pipelines" not in text
+
+
 def test_publish_refuses_unscored_unprovenanced_and_stale_members(private):
     tmp_path, corpus, preds = private
     board = tmp_path / "byom.json"

@@ -96,14 +96,20 @@ def test_replay_and_dry_run_make_zero_calls_and_plan_counts(oai, tmp_path):
     assert not (tmp_path / "new.jsonl").exists() and not sidecar_path(tmp_path / "new.jsonl").exists()
 
 
-def test_plan_estimates_cost_from_chars_and_max_tokens(oai, monkeypatch):
+def test_plan_bounds_cost_from_chars_max_tokens_truncation_retry_and_retries(oai, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    resolved = resolve_backends(["o=openai:model=gpt-4o-mini"])
     rs = members(2)
-    p = plan(resolved, rs)
     chars = [len(r.system) + len(r.user) + len(json.dumps(r.schema, separators=(",", ":"))) for r in rs]
-    expected = sum(((c + 3) // 4) * 0.15 + 64 * 0.6 for c in chars) / 1e6
-    assert p.backends[0].est_usd == pytest.approx(expected) and p.backends[0].priced
+    one_pass = sum(((c + 3) // 4) * 0.15 + 64 * 0.6 for c in chars) / 1e6
+    # the call at max_tokens (64) and its truncation retry at 128, each sent 1 + max_retries times
+    bound = sum(2 * ((c + 3) // 4) * 0.15 + (64 + 128) * 0.6 for c in chars) / 1e6
+    p = plan(resolve_backends(["o=openai:model=gpt-4o-mini"]), rs)
+    (b,) = p.backends
+    assert b.priced and b.pass_usd == pytest.approx(one_pass) and b.max_retries == 4
+    assert b.est_usd == pytest.approx(5 * bound) and p.est_usd == b.est_usd
+    assert f"≤ ${5 * bound:.4f}" in p.render() and "once more at twice that" in p.render()
+    p = plan(resolve_backends(["o=openai:model=gpt-4o-mini,max_retries=1"]), rs)
+    assert p.backends[0].est_usd == pytest.approx(2 * bound)
     assert not plan(resolve_backends([live(oai)]), rs).backends[0].est_usd
 
 

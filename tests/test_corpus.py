@@ -131,7 +131,9 @@ def test_private_member_seeds_and_enforces_sidecar(tmp_path):
     manifest = corpus / "memos" / "m0" / "manifest.yaml"
     manifest.write_text("\n".join(l for l in manifest.read_text().splitlines() if not l.startswith("sha256")) + "\n")
     member = load_task(corpus / "memos").member("m0")
-    check_integrity(member, None)
+    check_integrity(member, None)  # a check alone (validate, publish, sweep currency) writes nothing
+    assert not (corpus / "memos" / "m0" / "source.sha256").exists()
+    check_integrity(member, None, seed=True)  # the runner's gate seeds
     assert (corpus / "memos" / "m0" / "source.sha256").exists()
     check_integrity(member, None)  # unchanged: still fine
     (corpus / "memos" / "m0" / "doc.md").write_text("changed\n")

@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -146,7 +147,7 @@ def test_member_truth_uses_the_vocabulary(member_dir):
 def test_encyclopedia_validates_cleanly(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
-    (corpus / "encyclopedia").symlink_to(TASK_DIR)
+    shutil.copytree(TASK_DIR, corpus / "encyclopedia")  # a copy: a task folder linked from elsewhere is refused
     sources = SOURCES if (REDOCRED / "index.jsonl").is_file() else None
     assert validate_corpus(corpus, sources) == []
 

@@ -2,17 +2,29 @@
 
 SPEC is ``KIND[:key=value,...]``. Each kind registers one factory in
 `FACTORIES`; a new provider slots in by adding one.
+
+NAME, the backend's label, names its folder in a run (``<run>/<task>/<member>/<folder>/``), so it
+is a name: letters, digits, ``.``, ``_`` and ``-``, with ``/`` between parts as in model names
+(``org/model``). `label_folder` maps it to the folder (``org/model`` → ``org__model``); the label
+itself is recorded in extraction.json and score.json, and every reader takes it from there
+(`folder_label`).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Iterable
 
-from ..errors import UsageError
+from ..errors import Escape, UsageError
 from .base import Backend, Completion, Request
 
-__all__ = ["Backend", "Completion", "Request", "BackendContext", "parse_backend_arg", "parse_spec", "make_backend"]
+__all__ = ["Backend", "Completion", "Request", "BackendContext", "parse_backend_arg", "parse_spec", "make_backend",
+           "check_label", "check_labels", "folder_label", "label_folder", "labels_slug"]
+
+_PART = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+LABEL = re.compile(rf"{_PART}(?:/{_PART})*")
 
 
 @dataclass
@@ -40,11 +52,50 @@ def parse_spec(spec: str) -> tuple[str, dict[str, str]]:
 
 
 def parse_backend_arg(arg: str) -> tuple[str, str]:
-    """``NAME=SPEC`` (or a bare SPEC, labelled by its kind) → (label, spec)."""
+    """``NAME=SPEC`` (or a bare SPEC, labelled by its kind) → (label, spec); NAME must be a label (`Escape`)."""
     name, eq, spec = arg.partition("=")
     if eq and ":" not in name and name:
-        return name, spec
-    return parse_spec(arg)[0], arg
+        return check_label(name), spec
+    return check_label(parse_spec(arg)[0]), arg
+
+
+def check_label(label: str) -> str:
+    """`label` if it is a backend name (see module docstring); else raise `Escape`."""
+    if not LABEL.fullmatch(label):
+        raise Escape(f"backend name {label!r}: it names a folder of the run, so it must be letters, digits, "
+                     "'.', '_' and '-', starting with a letter or digit ('/' may separate such parts, as in "
+                     "org/model)")
+    return label
+
+
+def label_folder(label: str) -> str:
+    """The run folder name of a backend label: ``org/model`` → ``org__model`` (`check_labels` refuses a clash)."""
+    return label.replace("/", "__")
+
+
+def check_labels(labels: Iterable[str]) -> list[str]:
+    """The labels of one run: each a name, unique, and no two sharing a folder (``org/model`` and ``org__model``)."""
+    labels, folders = list(labels), {}
+    for label in labels:
+        check_label(label)
+        other = folders.setdefault(label_folder(label), label)
+        if other != label or labels.count(label) > 1:
+            raise Escape(f"backend names must be unique and have a folder each: {other!r} and {label!r} both "
+                         f"write to folder {label_folder(label)!r}; rename one")
+    return labels
+
+
+def folder_label(folder: str | Path, record: Any) -> str:
+    """The backend label of a member × backend folder: the one its score.json or extraction.json
+    (`record`) holds when that label maps to this folder, else the folder's name."""
+    folder = Path(folder).name
+    label = (record.get("backend") or {}).get("label") if isinstance(record, dict) else None
+    return label if isinstance(label, str) and label_folder(label) == folder else folder
+
+
+def labels_slug(labels: Iterable[str]) -> str:
+    """The labels in a run folder's default name (``<time>-a+org__model``)."""
+    return "+".join(label_folder(label) for label in labels)
 
 
 def _fake(label: str, options: dict[str, str], ctx: BackendContext) -> Backend:

@@ -12,7 +12,8 @@ sending it (``send_temperature=false`` does that from the start).
 The key comes only from ``ANTHROPIC_API_KEY`` and is handed to the SDK
 directly (no profile or credentials-file discovery). The base URL can be
 changed only through the SDK's own ``ANTHROPIC_BASE_URL`` (tests point it at a
-local server). Options: ``model`` (default ``claude-sonnet-5-5``, the newest Sonnet the installed SDK lists), ``timeout``
+local server). Options: ``model`` (default ``claude-sonnet-5-5``, the newest Sonnet the installed SDK lists,
+priced in `evalkit.pricing.DEFAULT_PRICES`), ``timeout``
 (seconds per attempt, default 120), ``max_retries`` (the SDK's retries on
 429/5xx/timeouts, honouring ``retry-after``; default 4), ``send_temperature``.
 """
@@ -25,7 +26,7 @@ from typing import Any
 
 from ..errors import BackendError, UsageError
 from .base import Request
-from .live import Attempt, LiveBackend, import_sdk, option_float, option_int, response_text, short, status_error_body
+from .live import Attempt, LiveBackend, import_sdk, option_float, option_int, response_text, status_error_body
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 TOOL_NAME = "record_extraction"
@@ -73,12 +74,12 @@ class AnthropicBackend(LiveBackend):
                 raw = await self._create(request, max_tokens)
         except anthropic.APIStatusError as e:
             body = status_error_body(e)
-            return Attempt(error=f"HTTP {e.status_code} from anthropic: {short(body)}", raw_body=body)
+            return Attempt(error=f"HTTP {e.status_code} from anthropic: {body}", raw_body=body)
         except anthropic.APIConnectionError as e:  # includes timeouts
             detail = f"{type(e).__name__}: {e}"
             return Attempt(error=detail, raw_body=detail)
         except anthropic.AnthropicError as e:
-            return Attempt(error=f"{type(e).__name__}: {short(str(e))}", raw_body=str(e))
+            return Attempt(error=f"{type(e).__name__}: {e}", raw_body=str(e))
         return self._read(await response_text(raw))
 
     def _read(self, body: str) -> Attempt:
@@ -93,7 +94,7 @@ class AnthropicBackend(LiveBackend):
             tool_input = next((b.get("input") for b in blocks if b.get("type") == "tool_use"), None)
             text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
         except (ValueError, KeyError, TypeError, AttributeError):
-            return Attempt(error=f"unreadable response body from anthropic: {short(body, 200)}",
+            return Attempt(error=f"unreadable response body from anthropic: {body}",
                            error_class="malformed", raw_body=body)
         common = dict(finish_reason=stop, truncated=stop == "max_tokens", input_tokens=input_tokens,
                       output_tokens=output_tokens, model=data.get("model") or None, raw_body=body)

@@ -2,11 +2,13 @@
 
 A provider module implements one coroutine, `_attempt(request, max_tokens)`,
 that makes ONE provider call through the official SDK and reports what came
-back as an `Attempt`. `LiveBackend.complete` adds the rest, identically for
-every provider: timing, the single truncation retry with double the budget,
-JSON parsing, token and USD accounting, failure reporting (to the sidecar when
-recording), and turning provider errors into a `Completion` with ``error`` set
-instead of an exception.
+back as an `Attempt` (error messages in full: they are cut to one line only
+after the secret scrubber has seen them). `LiveBackend.complete` adds the rest,
+identically for every provider: the secret scrubber on every attempt
+(`evalkit.redact`, before anything else sees it), timing, the single truncation
+retry with double the budget, JSON parsing, token and USD accounting, failure
+reporting (to the sidecar when recording), and turning provider errors into a
+`Completion` with ``error`` set instead of an exception.
 
 SDK clients are bound to the event loop they were first used in; the client is
 created lazily per loop and closed by `aclose`, after which the backend may be
@@ -19,8 +21,6 @@ import asyncio
 import gc
 import importlib
 import json
-import os
-import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -30,11 +30,17 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..failures import Failure
 from ..pricing import PriceTable, default_table, request_chars
+from ..redact import scrub_answer
 from .base import Completion, Request
 from .parse import parse_record
 
 DEFAULT_TIMEOUT_S = 120.0
-DEFAULT_MAX_RETRIES = 4
+DEFAULT_MAX_RETRIES = 4  # the SDK's own retries of one call (429, 5xx, timeouts)
+
+
+def call_budgets(max_tokens: int) -> tuple[int, int]:
+    """The output budgets one request may be sent with: the call, then its one truncation retry at twice that."""
+    return max_tokens, 2 * max_tokens
 
 
 @dataclass
@@ -108,30 +114,6 @@ def import_sdk(name: str) -> ModuleType:
     return module
 
 
-_WS = re.compile(r"\s+")
-SECRET_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "OPENAI_ADMIN_KEY")
-_KEY_SHAPED = re.compile(r"\b(sk-[A-Za-z0-9_*\-]{6})[A-Za-z0-9_*\-]{8,}")
-
-
-def scrub(text: str, key_shaped: bool = False) -> str:
-    """Replace the values of the provider key variables (and, with key_shaped, anything that looks
-    like an ``sk-...`` key, e.g. echoed in an error body) before text reaches any artefact."""
-    if not text:
-        return text
-    for var in SECRET_ENV:
-        value = os.environ.get(var)
-        if value and len(value) >= 8 and value in text:
-            text = text.replace(value, f"[{var} redacted]")
-    if key_shaped:
-        text = _KEY_SHAPED.sub(r"\1…[redacted]", text)
-    return text
-
-
-def short(text: str, limit: int = 300) -> str:
-    text = _WS.sub(" ", str(text)).strip()
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 async def response_text(raw: Any) -> str:
     """The body of an SDK raw response, read in full."""
     http = raw.http_response
@@ -195,15 +177,20 @@ class LiveBackend:
         return self.prices or default_table()
 
     def estimate_usd(self, request: Request) -> float:
-        return self._price_table().estimate(self.model, request_chars(request), request.max_tokens)
+        """What --max-usd reserves for a call: its bound with the truncation retry. The SDK's retries are
+        not counted here: a provider does not bill an attempt that failed (a timed-out one aside)."""
+        return self._price_table().bound(self.model, request_chars(request), call_budgets(request.max_tokens))
+
+    async def _call(self, request: Request, max_tokens: int) -> Attempt:
+        """One provider call, scrubbed where it enters evalkit: nothing after this sees a secret."""
+        return scrub_answer(await self._attempt(request, max_tokens))
 
     def _report(self, request: Request, attempt: Attempt, classification: str, max_tokens: int) -> None:
         if self.on_failure is None:
             return
         self.on_failure(Failure(
             classification=classification,  # type: ignore[arg-type]
-            raw_body=scrub(attempt.raw_body if attempt.raw_body else (attempt.error or ""),
-                           key_shaped=classification == "http_error"),
+            raw_body=attempt.raw_body or attempt.error or "",
             model=attempt.model or self.model, call_type=request.call_type, member=request.member,
             finish_reason=attempt.finish_reason, completion_tokens=attempt.output_tokens if not attempt.error else None,
             max_tokens=max_tokens, ts_ms=int(time.time() * 1000),
@@ -211,14 +198,14 @@ class LiveBackend:
 
     async def complete(self, request: Request) -> Completion:
         started = time.perf_counter()
-        budget = request.max_tokens
-        attempt = await self._attempt(request, budget)
+        budget, retry_budget = call_budgets(request.max_tokens)
+        attempt = await self._call(request, budget)
         calls, tokens_in, tokens_out = 1, attempt.input_tokens, attempt.output_tokens
         truncated: str | None = None
         if attempt.error is None and attempt.truncated:
             self._report(request, attempt, "truncation", budget)
-            budget *= 2
-            attempt = await self._attempt(request, budget)
+            budget = retry_budget
+            attempt = await self._call(request, budget)
             calls += 1
             tokens_in += attempt.input_tokens
             tokens_out += attempt.output_tokens
@@ -231,8 +218,8 @@ class LiveBackend:
         if attempt.error is not None:
             self._report(request, attempt, attempt.error_class, budget)
             parse = "malformed" if attempt.error_class == "malformed" else "error"
-            return Completion(record=None, raw=scrub(attempt.raw_body) if attempt.error_class == "malformed" else "",
-                              parse=parse, error=scrub(attempt.error, key_shaped=True), **common)  # type: ignore[arg-type]
+            return Completion(record=None, raw=attempt.raw_body if attempt.error_class == "malformed" else "",
+                              parse=parse, error=attempt.error, **common)  # type: ignore[arg-type]
         if attempt.truncated:  # exhausted: the doubled budget was cut off too
             self._report(request, attempt, "truncation", budget)
         if attempt.record is not None:
@@ -240,9 +227,6 @@ class LiveBackend:
             raw = attempt.content if attempt.content is not None else json.dumps(record, ensure_ascii=False)
         else:
             raw = attempt.content or ""
-            record, outcome = parse_record(raw)
-        if scrub(raw) != raw:  # a key value echoed in the answer never reaches an artefact
-            raw = scrub(raw)
             record, outcome = parse_record(raw)
         if attempt.truncated and outcome == "clean":
             outcome = "recovered"  # a cut-off answer that still decodes is partial at best

@@ -35,7 +35,7 @@ from typing import Any
 
 from ..errors import BackendError, UsageError
 from .base import Request
-from .live import Attempt, LiveBackend, import_sdk, option_float, option_int, redact_url, short, status_error_body
+from .live import Attempt, LiveBackend, import_sdk, option_float, option_int, redact_url, status_error_body
 
 SCHEMA_MODES = ("json_schema", "json_object", "none")
 DUMMY_KEY = "sk-no-key-required"
@@ -124,12 +124,12 @@ class OpenAIBackend(LiveBackend):
                 body = status_error_body(e)
                 if self._adapt(e.status_code, body):
                     continue
-                return Attempt(error=f"HTTP {e.status_code} from {self.provider} server: {short(body)}", raw_body=body)
+                return Attempt(error=f"HTTP {e.status_code} from {self.provider} server: {body}", raw_body=body)
             except openai.APIConnectionError as e:  # includes timeouts
                 detail = f"{type(e).__name__}: {e}"
                 return Attempt(error=detail, raw_body=detail)
             except openai.OpenAIError as e:
-                return Attempt(error=f"{type(e).__name__}: {short(str(e))}", raw_body=str(e))
+                return Attempt(error=f"{type(e).__name__}: {e}", raw_body=str(e))
         else:
             return Attempt(error=f"{self.provider} server kept rejecting the request", raw_body="")
         self._confirmed = True
@@ -188,7 +188,7 @@ class OpenAIBackend(LiveBackend):
             input_tokens = int(usage.get("prompt_tokens") or 0)
             output_tokens = int(usage.get("completion_tokens") or 0)
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            return Attempt(error=f"unreadable response body from {self.provider} server: {short(body, 200)}",
+            return Attempt(error=f"unreadable response body from {self.provider} server: {body}",
                            error_class="malformed", raw_body=body)
         return Attempt(content=content if isinstance(content, str) else (json.dumps(content) if content else None),
                        finish_reason=finish, truncated=finish == "length", input_tokens=input_tokens,

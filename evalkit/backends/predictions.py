@@ -9,7 +9,7 @@ from .base import Completion, Request
 
 
 class PredictionsBackend:
-    model = "predictions"
+    model = provider = "predictions"
 
     def __init__(self, label: str, directory: str, member_ids: dict[str, str]):
         self.label, self.spec = label, f"predictions:dir={directory}"

@@ -15,6 +15,8 @@ A pipeline that wants its own cost counted may return an
 `evalkit.backends.Completion` instead of a dict (tokens, usd, calls...); a
 string is parsed like a model's answer (clean / recovered / malformed). An
 exception raised by the function becomes that member's error, not the run's.
+What the function returns (or raises) passes the secret scrubber like a
+provider's answer (`evalkit.redact`).
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import UsageError
+from ..redact import scrub_answer
 from .base import Completion, Request
-from .live import short
 from .parse import parse_record
 
 
@@ -115,6 +117,9 @@ class PythonBackend:
         return 0.0  # unknown: a pipeline's own calls are not visible to evalkit
 
     async def complete(self, request: Request) -> Completion:
+        return scrub_answer(await self._complete(request))
+
+    async def _complete(self, request: Request) -> Completion:
         document = self._documents(request.member) if self._documents is not None else request.user
         task = self.task_dict(request)
         started = time.perf_counter()
@@ -127,7 +132,7 @@ class PythonBackend:
                     result = await result
         except Exception as e:  # noqa: BLE001 - the pipeline's failure is the member's, not the run's
             return Completion(record=None, parse="error", model=self.model, latency_s=time.perf_counter() - started,
-                              error=f"{self.spec} raised {type(e).__name__}: {short(str(e))}")
+                              error=f"{self.spec} raised {type(e).__name__}: {e}")
         latency = time.perf_counter() - started
         if isinstance(result, Completion):
             if not result.latency_s:
@@ -140,7 +145,7 @@ class PythonBackend:
         if isinstance(result, str):
             record, outcome = parse_record(result)
             return Completion(record=record, raw=result, parse=outcome, model=self.model, latency_s=latency)  # type: ignore[arg-type]
-        return Completion(record=None, raw=repr(result)[:2000], parse="malformed", model=self.model, latency_s=latency,
+        return Completion(record=None, raw=repr(result), parse="malformed", model=self.model, latency_s=latency,
                           error=f"{self.spec} returned {type(result).__name__}, expected a dict")
 
     async def aclose(self) -> None:

@@ -9,7 +9,10 @@ Three steps, the same for a real run and ``--dry-run``:
    one cassette, a missing API key). No network, no files written.
 2. `plan(resolved, requests)` — what a run would do: per backend replay or
    live, records in its cassette, hits and misses, calls that would be made,
-   estimated tokens and USD. Still no network and no files written.
+   estimated tokens and an upper bound of the USD. With ``require_prices`` (a
+   dry run or ``--max-usd``, without ``--allow-unpriced``) a backend whose
+   spend cannot be bounded is a guard too. Still no network and no files
+   written.
 3. `check_guards(resolved)` then `open_backends(resolved, ctx)` — the real
    run: raise on the first guard *before any call*, then construct the
    backends (a recording backend creates its cassette and failure sidecar).
@@ -26,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import BackendError, CassetteCorrupt, CassetteError, CassetteMiss, EvalkitError, UsageError
-from ..pricing import PriceTable, default_table, estimate_tokens, request_chars
+from ..pricing import PRICES_ENV, PriceTable, default_table, estimate_tokens, request_chars
 from ..sources import sha256_file
 from .base import Backend, Request
 
@@ -36,6 +39,7 @@ LIVE_KINDS = ("anthropic", "openai", "python")  # kinds that call something, and
 @dataclass
 class Guard:
     kind: str  # "corrupt_cassette" | "missing_cassette" | "duplicate_cassette" | "missing_api_key" | "cassette_miss"
+    #          | "unpriced_model"
     label: str
     message: str
 
@@ -43,7 +47,7 @@ class Guard:
     def error(self) -> type[EvalkitError]:
         return {"corrupt_cassette": CassetteCorrupt, "missing_cassette": CassetteError,
                 "duplicate_cassette": CassetteError, "missing_api_key": BackendError,
-                "cassette_miss": CassetteMiss}.get(self.kind, UsageError)
+                "cassette_miss": CassetteMiss, "unpriced_model": UsageError}.get(self.kind, UsageError)
 
 
 @dataclass
@@ -220,6 +224,10 @@ def check_guards(resolved: Iterable[Resolved], plan_: "Plan | None" = None) -> N
 
 
 # -- plan ------------------------------------------------------------------------------------------------
+BOUND_METHOD = ("an upper bound: prompt tokens as characters/4, every call billed its whole max_tokens and, "
+                "if cut off, once more at twice that, each sent 1 + max_retries times")
+
+
 @dataclass
 class BackendPlan:
     label: str
@@ -231,11 +239,13 @@ class BackendPlan:
     cassette_records: int | None
     requests: int
     replay_hits: int
-    calls: int  # provider calls a run would make (truncation retries not counted)
-    est_input_tokens: int
-    est_output_tokens: int
-    est_usd: float
+    calls: int  # provider calls a run would make, one per request not replayed (retries not counted)
+    est_input_tokens: int  # one pass: each call sent once
+    est_output_tokens: int  # one pass, at max_tokens
+    est_usd: float  # the upper bound (BOUND_METHOD)
     priced: bool
+    pass_usd: float = 0.0  # one pass: each call sent once, billed its max_tokens
+    max_retries: int = 0
     notes: list[str] = field(default_factory=list)
 
 
@@ -259,7 +269,7 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "calls": self.calls, "est_usd": round(self.est_usd, 6), "price_table": self.price_source,
-                "estimate_method": "prompt tokens ~ characters/4; output tokens = max_tokens (an upper bound)",
+                "estimate_method": BOUND_METHOD,
                 "backends": [asdict(b) for b in self.backends], "guards": [asdict(g) for g in self.guards]}
 
     def render(self) -> str:
@@ -270,12 +280,14 @@ class Plan:
             if b.mode in ("replay", "record"):
                 line += f", {b.replay_hits} replayed"
             if b.mode in ("live", "record"):
-                cost = f"~${b.est_usd:.4f}" if b.priced else "cost unknown (model not in the price table)"
+                cost = (f"≤ ${b.est_usd:.4f} (one pass ~${b.pass_usd:.4f})" if b.priced
+                        else f"cost unknown ({_unpriced_why(b.kind, b.model)})")
                 line += f", {b.calls} calls, ~{b.est_input_tokens} input + ≤{b.est_output_tokens} output tokens, {cost}"
             out.append(line)
             out += [f"      note: {n}" for n in b.notes]
-        out.append(f"  total: {self.calls} provider calls, estimated ≤ ${self.est_usd:.4f} "
-                   f"(prompt tokens estimated as characters/4, output as max_tokens; prices: {self.price_source})")
+        unpriced = [b.label for b in self.backends if b.calls and not b.priced]
+        cost = f"at most ${self.est_usd:.4f}" + (f" plus the unknown cost of {', '.join(unpriced)}" if unpriced else "")
+        out.append(f"  total: {self.calls} provider calls, {cost} ({BOUND_METHOD}; prices: {self.price_source})")
         if self.guards:
             out.append("  a real run would abort:")
             out += ["    - " + g.message.replace("\n", "\n      ") for g in self.guards]
@@ -284,9 +296,45 @@ class Plan:
         return "\n".join(out)
 
 
-def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: PriceTable | None = None) -> Plan:
-    """What a run of `requests` through every resolved backend would do. Makes no calls, writes nothing."""
+def _max_retries(r: Resolved) -> int:
+    from .live import DEFAULT_MAX_RETRIES, option_int
+
+    return option_int(r.options, "max_retries", DEFAULT_MAX_RETRIES) if r.kind in ("anthropic", "openai") else 0
+
+
+def _priced(r: Resolved, table: PriceTable) -> bool:
+    """Whether a run can bound what `r` spends: a python pipeline's own calls are out of evalkit's sight."""
+    return r.mode not in ("live", "record") or (r.kind != "python" and table.priced(r.model or ""))
+
+
+def _unpriced_why(kind: str, model: str | None) -> str:
+    if kind == "python":
+        return f"{model} is a python pipeline: evalkit cannot see or price the calls it makes"
+    return f"model {model} is not in the price table"
+
+
+def price_guard(r: Resolved, table: PriceTable) -> Guard | None:
+    """Budgets fail closed: a backend whose spend cannot be bounded stops a --max-usd run or a dry run."""
+    if _priced(r, table):
+        return None
+    fix = ("pass --allow-unpriced to run it without a cost bound" if r.kind == "python" else
+           f"price it in a YAML or JSON file given with --prices FILE or ${PRICES_ENV} "
+           f"('{r.model}: {{input: X, output: Y}}', USD per million tokens), or pass --allow-unpriced to run it "
+           f"without a cost bound")
+    return Guard("unpriced_model", r.label,
+                 f"backend {r.label}: {_unpriced_why(r.kind, r.model)} (prices: {table.source}), so --max-usd cannot "
+                 f"bound its spend and a dry run cannot estimate it: {fix}")
+
+
+def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: PriceTable | None = None, *,
+         require_prices: bool = False, judge: Resolved | None = None) -> Plan:
+    """What a run of `requests` through every resolved backend (and `judge`, whose requests depend on the
+    extractions: guards only) would do. Makes no calls, writes nothing.
+
+    `require_prices` (a dry run, or --max-usd, without --allow-unpriced): every backend that would call
+    something, and a live judge, must have a price (`price_guard`)."""
     from ..cassette import cassette_key, miss_message
+    from .live import call_budgets
 
     table = prices or default_table()
     plans: list[BackendPlan] = []
@@ -295,7 +343,8 @@ def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: Pric
         cas = r.cassette_obj
         counts: Counter = cas.key_counts() if cas is not None else Counter()
         hits = calls = tok_in = tok_out = 0
-        usd = 0.0
+        usd = pass_usd = 0.0
+        retries = _max_retries(r)
         misses: list[tuple[Request, str]] = []
         models = [r.model] if r.model else (cas.models() if cas is not None else [])
         for req in requests:
@@ -313,13 +362,14 @@ def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: Pric
                 chars = request_chars(req)
                 tok_in += estimate_tokens(chars)
                 tok_out += req.max_tokens
-                usd += table.estimate(r.model or "", chars, req.max_tokens) if r.kind != "python" else 0.0
-        priced = r.kind != "python" and table.priced(r.model or "") if r.mode in ("live", "record") else True
+                if r.kind != "python":
+                    usd += table.bound(r.model or "", chars, call_budgets(req.max_tokens), sends=1 + retries)
+                    pass_usd += table.bound(r.model or "", chars, [req.max_tokens])
+        if require_prices and calls and (unpriced := price_guard(r, table)):
+            guards.append(unpriced)
         notes = list(r.notes)
         if r.via_env:
             notes.append(f"{r.mode} chosen by {r.via_env}")
-        if r.kind == "python" and r.mode in ("live", "record"):
-            notes.append("a python pipeline's own provider cost is not estimated")
         if misses and cas is not None:
             first_req, first_key = misses[0]
             members = ", ".join(m.member for m, _ in misses[:5]) + (" ..." if len(misses) > 5 else "")
@@ -331,7 +381,11 @@ def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: Pric
             cassette=str(r.cassette) if r.cassette else None,
             cassette_records=len(cas) if cas is not None else (0 if r.cassette else None),
             requests=len(requests), replay_hits=hits, calls=calls, est_input_tokens=tok_in, est_output_tokens=tok_out,
-            est_usd=usd, priced=priced, notes=notes))
+            est_usd=usd, priced=_priced(r, table), pass_usd=pass_usd, max_retries=retries, notes=notes))
+    if judge is not None:
+        guards += judge.guards
+        if require_prices and (unpriced := price_guard(judge, table)):
+            guards.append(unpriced)
     return Plan(plans, guards, price_source=table.source)
 
 

@@ -2,7 +2,8 @@
 
 A task names its scorer in task.yaml: a registered name (``fields``), or
 ``FILE.py:ATTR`` for a scorer file beside the task.yaml, so a user can add a
-task with its own scorer without editing evalkit.
+task with its own scorer without editing evalkit. The file must resolve inside
+its task folder (symlinks followed), or it is refused before it is imported.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from ..errors import CorpusError
+from ..paths import inside
 from .base import Scorer, ScoreContext, ScoreResult, ratio
 
 __all__ = ["Scorer", "ScoreContext", "ScoreResult", "ratio", "load_scorer"]
@@ -40,7 +42,7 @@ def _import_attr(target: str) -> object:
 def load_scorer(ref: str, task_dir: Path) -> Scorer:
     if ":" in ref and ref.split(":", 1)[0].endswith(".py"):
         file, _, attr = ref.partition(":")
-        path = (task_dir / file).resolve()
+        path = inside(task_dir, task_dir / file, "the scorer file (task.yaml scorer:)", "its task folder").resolve()
         if not path.is_file():
             raise CorpusError(f"{task_dir / 'task.yaml'}: scorer: file {file!r} not found beside task.yaml")
         modname = f"evalkit_task_scorer_{task_dir.name.replace('-', '_')}"

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from .. import report as _report
+from ..status import ERROR, failure_of
 from . import charts, fields, generic, graph, tree
 from .base import _get, heading, items_frame, kv, para, table, verdict
 
@@ -34,6 +35,9 @@ def run_block(extraction: Mapping[str, Any]) -> None:
         "replayed": run.get("replayed"),
         "error": run.get("error"),
     }
+    failed = failure_of(extraction)
+    if failed is not None:  # no answer to score: say why, first
+        rows = {"status": f"ERROR ({failed.cause})", **rows}
     kv(rows, "run", "value")
 
 
@@ -54,7 +58,12 @@ def record(extraction: Mapping[str, Any]) -> None:
 # --------------------------------------------------------------------------- score page
 
 def summary(result: Any) -> None:
-    """Headline: score and verdict (the figures behind it are on the shape's page, see `score_page`)."""
+    """Headline: score and verdict (the figures behind it are on the shape's page, see `score_page`),
+    or ERROR with its cause when there is no score (`evalkit.status`)."""
+    if _get(result, "status") == ERROR:
+        print(f"ERROR ({_get(result, 'cause')}): {_get(result, 'message')}")
+        print("No score: this member × backend is left out of every mean, band and test, and counted as an error.")
+        return
     score = _get(result, "score")
     score = "n/a" if score is None else f"{score:.3f}"
     headline = (_get(result, "details") or {}).get("headline")
@@ -75,6 +84,8 @@ def score_page(result: Any, shape: str | None = None) -> None:
     a ``field`` column → the flat-fields view, ``axis`` → the graph view, ``family`` → the tree view,
     anything else → a generic one. Each view writes its own section headings.
     """
+    if _get(result, "status") == ERROR:
+        return  # nothing was scored: the headline says why
     items = items_frame(result)
     shape = shape or _report.item_shape(items)
     view = {"fields": fields.fields_view, "graph": graph.graph_view, "tree": tree.tree_view}.get(shape, generic.items_view)
@@ -98,11 +109,15 @@ def report_summary(members: pd.DataFrame, items: pd.DataFrame) -> None:
         counts = m["verdict"].value_counts() if "verdict" in m.columns else {}
         parts = ([f"backend {backend}"] if len(backends) > 1 else []) + [f"{n} member run(s)"]
         parts += [f"{counts.get(v, 0)} {v}" for v in ("PASS", "FAIL")]
-        others = n - sum(counts.get(v, 0) for v in ("PASS", "FAIL"))
+        errors = counts.get("ERROR", 0)
+        if errors:  # no score: out of the means below, counted here
+            parts.append(f"{errors} ERROR (error rate {errors / n:.0%})")
+        others = n - sum(counts.get(v, 0) for v in ("PASS", "FAIL", "ERROR"))
         if others:
             parts.append(f"{others} other")
         scores = pd.to_numeric(m["score"], errors="coerce").dropna() if "score" in m.columns else pd.Series([])
-        parts.append("mean score " + (f"{scores.mean():.3f}" if len(scores) else "n/a"))
+        parts.append("mean score " + (f"{scores.mean():.3f}" if len(scores) else "n/a")
+                     + (f" over {len(scores)} scored" if errors else ""))
         if fields:
             its = items if backend is None or "backend" not in items.columns else items[items["backend"].map(str) == backend]
             acc = mean_field_accuracy(its)

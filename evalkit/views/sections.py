@@ -98,19 +98,31 @@ def _outcome_summary(df: pd.DataFrame) -> str:
 
 # --------------------------------------------------------------------------- a report's members
 
-MEMBER_COLUMNS = ["member", "backend", "score", "verdict", "parse", "input_tokens", "output_tokens", "usd",
+MEMBER_COLUMNS = ["member", "backend", "score", "verdict", "cause", "parse", "input_tokens", "output_tokens", "usd",
                   "latency_s", "items", "notes"]
 
 
 def members_table(members: pd.DataFrame) -> None:
+    """One row per member × backend; an errored one shows ERROR and its cause (the column is there only
+    when some member errored)."""
     df = members.copy()
+    errored = df["verdict"] == "ERROR" if "verdict" in df.columns else pd.Series(False, index=df.index)
     if "score" in df.columns:
-        df["score"] = [("" if _is_null(s) else f"{s:.3f}") for s in df["score"]]
-    table(df, [c for c in MEMBER_COLUMNS if c in df.columns], empty="(no scored members)")
+        df["score"] = ["ERROR" if e else "" if _is_null(s) else f"{s:.3f}" for s, e in zip(df["score"], errored)]
+    columns = [c for c in MEMBER_COLUMNS if c in df.columns and (c != "cause" or errored.any())]
+    table(df, columns, empty="(no scored members)")
 
 
 def _member_columns(members: pd.DataFrame, names: dict[str, str]) -> pd.DataFrame:
-    rows = _report.member_metrics(members)
-    return pd.DataFrame([{"member": r["member"], "backend": r["backend"], "score": figure(r["score"]),
-                          "verdict": r["verdict"], **{t: figure(r["metrics"].get(n)) for t, n in names.items()}}
-                         for r in rows], columns=["member", "backend", "score", "verdict", *names])
+    """Member × backend rows of chosen metrics; an errored one shows ERROR (cause) and no figures."""
+    scored = {(r["member"], r["backend"]): r for r in _report.member_metrics(members)}
+    rows = []
+    for _, m in members.iterrows():
+        r = scored.get((m["member"], m["backend"]))
+        if r is not None:
+            rows.append({"member": r["member"], "backend": r["backend"], "score": figure(r["score"]),
+                         "verdict": r["verdict"], **{t: figure(r["metrics"].get(n)) for t, n in names.items()}})
+        elif m.get("verdict") == "ERROR":
+            rows.append({"member": m["member"], "backend": m["backend"], "score": "ERROR",
+                         "verdict": f"ERROR ({m.get('cause')})", **{t: figure(None) for t in names}})
+    return pd.DataFrame(rows, columns=["member", "backend", "score", "verdict", *names])

@@ -3,9 +3,10 @@
 Default answer: one ``tool_use`` block calling the forced tool with a JSON
 object made from the request, ``stop_reason: "tool_use"``, usage counted as
 characters/4. Scripted actions as in `openai_fake` (``status``/``headers``,
-``delay``, ``raw``), plus ``{"truncate": True}`` (``stop_reason: "max_tokens"``
-with a partial tool input) and ``{"text": "..."}`` (a text block instead of a
-tool call).
+``delay``, ``raw``, ``model``), plus ``{"truncate": True}`` (``stop_reason:
+"max_tokens"`` with a partial tool input), ``{"text": "..."}`` (a text block
+instead of a tool call), ``{"input": {...}}`` (this tool input) and
+``{"stop": "..."}`` (this stop reason).
 """
 
 from __future__ import annotations
@@ -42,22 +43,24 @@ class AnthropicFake(FakeServer):
                 "type": "rate_limit_error" if action["status"] == 429 else "api_error",
                 "message": action.get("message", "scripted error")}}, headers=action.get("headers", {}), delay=delay)
         if "raw" in action:
-            return HTTPResponse(200, action["raw"], delay=delay)
+            return HTTPResponse(200, action["raw"], headers=action.get("headers", {}), delay=delay)
         body = req.json or {}
         tool = (body.get("tool_choice") or {}).get("name", "tool")
         if "text" in action:
             content = [{"type": "text", "text": action["text"]}]
             stop = "end_turn"
         elif action.get("truncate"):
-            content = [{"type": "tool_use", "id": "toolu_fake", "name": tool, "input": {}}]
+            content = [{"type": "tool_use", "id": "toolu_fake", "name": tool, "input": action.get("input", {})}]
             stop = "max_tokens"
         else:
-            content = [{"type": "tool_use", "id": "toolu_fake", "name": tool, "input": self.answer(body)}]
-            stop = "tool_use"
+            content = [{"type": "tool_use", "id": "toolu_fake", "name": tool,
+                        "input": action.get("input") or self.answer(body)}]
+            stop = action.get("stop", "tool_use")
         prompt_chars = len(str(body.get("system", ""))) + sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
         out_chars = len(json.dumps(content))
         return HTTPResponse(200, {
-            "id": "msg_fake", "type": "message", "role": "assistant", "model": body.get("model", "claude-fake"),
+            "id": "msg_fake", "type": "message", "role": "assistant",
+            "model": action.get("model") or body.get("model", "claude-fake"),
             "content": content, "stop_reason": stop, "stop_sequence": None,
             "usage": {"input_tokens": prompt_chars // 4, "output_tokens": out_chars // 4},
-        }, delay=delay)
+        }, headers=action.get("headers", {}), delay=delay)

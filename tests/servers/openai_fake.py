@@ -9,6 +9,7 @@ Default answer: a JSON object made from the request (deterministic), with
     {"delay": 2.0}                                       answer late (client timeouts)
     {"raw": "not json at all"}                           a malformed 200 body
     {"content": "...", "finish": "length"}               a chosen answer / finish reason
+    {"model": "...", "headers": {...}}                   a chosen reported model id / response headers
 
 ``reject_json_schema=True`` mimics llama.cpp's server: a 500 naming
 ``response_format`` whenever ``response_format.type == "json_schema"``.
@@ -63,7 +64,7 @@ class OpenAIFake(FakeServer):
                                                              "type": "server_error"}},
                                 headers=action.get("headers", {}), delay=delay)
         if "raw" in action:
-            return HTTPResponse(200, action["raw"], delay=delay)
+            return HTTPResponse(200, action["raw"], headers=action.get("headers", {}), delay=delay)
         fmt = body.get("response_format") or {}
         if self.reject_json_schema and fmt.get("type") == "json_schema":
             return HTTPResponse(500, {"error": {"message": "1 validation error: ('body', 'response_format', 'type') "
@@ -74,11 +75,11 @@ class OpenAIFake(FakeServer):
         prompt_chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
         return HTTPResponse(200, {
             "id": "chatcmpl-fake", "object": "chat.completion", "created": 1700000000,
-            "model": self.model or body.get("model", "fake-model"),
+            "model": action.get("model") or self.model or body.get("model", "fake-model"),
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
             "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(content) // 4 + 1,
                       "total_tokens": prompt_chars // 4 + len(content) // 4 + 1},
-        }, delay=delay)
+        }, headers=action.get("headers", {}), delay=delay)
 
 
 def main() -> None:

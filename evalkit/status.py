@@ -1,0 +1,120 @@
+"""What became of one member × backend: its status, and the cause when it failed.
+
+A failure is never a number. Every member × backend of a run ends in one status:
+
+* ``scored``: it has a score (which may be 0, and a malformed or truncated answer is the
+  model's real output: scored as such);
+* ``error``: no score, because something failed before there was one. Shown as ERROR, left out
+  of every mean, band, bootstrap and paired test, counted in an error rate beside them, never
+  a standing scoreboard entry, never current for a sweep (the next sweep retries it), exit 5;
+* ``skipped``: a pointer member whose source is not present; ``refused``: its source fails its
+  sha256 (exit 4). Neither is extracted.
+
+The cause of an error (one word, for filtering; the message says the rest):
+
+=====================  ===========================================================
+``provider_error``      the provider answered with an error after its retries
+``timeout``             the provider did not answer in time (after its retries)
+``pipeline_exception``  a ``python:`` pipeline raised
+``budget_stop``         ``--max-usd`` was reached before the call started
+``missing_prediction``  ``predictions:dir`` holds no file for the member
+``scoring_crash``       the scorer raised
+``notebook_failed``     the member's extract or score notebook could not be executed
+=====================  ===========================================================
+
+A replay request with no recording is not among them: `evalkit run` refuses it before any call
+(the dry-run's guards, exit 6), and in a sweep that member's run fails as a whole (never current,
+never on the scoreboard).
+
+The extraction's status is decided once, from its `Completion`, when extraction.json is
+written (`extraction_status`); score.json repeats it (`Failed.to_json`), so every reader —
+the CLI, reports, index, scoreboard, band, check, history, sweep — asks `status_of(data)`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+SCORED, ERROR, SKIPPED, REFUSED = "scored", "error", "skipped", "refused"
+OK = "ok"  # extraction.json: the backend returned an answer (to be scored, whatever its shape)
+
+PROVIDER_ERROR = "provider_error"
+TIMEOUT = "timeout"
+PIPELINE_EXCEPTION = "pipeline_exception"
+BUDGET_STOP = "budget_stop"
+MISSING_PREDICTION = "missing_prediction"
+SCORING_CRASH = "scoring_crash"
+NOTEBOOK_FAILED = "notebook_failed"
+
+# How the SDKs name a timeout (openai and anthropic: APITimeoutError, reported as "<class>: <message>").
+_TIMEOUTS = ("APITimeoutError", "TimeoutError", "ReadTimeout", "ConnectTimeout")
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A member × backend with no score. Reads like a `ScoreResult` (score and verdict null, no
+    metrics, no items), so the score notebook's views take either."""
+
+    cause: str
+    message: str
+    status: str = ERROR
+    score: None = None
+    passed: None = None
+    metrics: dict[str, Any] = field(default_factory=dict)
+    items: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"{self.cause}: {self.message}"
+
+    def to_json(self) -> dict[str, Any]:
+        """What score.json holds for it."""
+        return {"status": ERROR, "cause": self.cause, "message": self.message, "score": None, "passed": None,
+                "metrics": {}, "notes": [], "details": {}, "items": []}
+
+
+def classify(completion: Any, provider: str | None) -> Failed | None:
+    """The failure a backend's `Completion` reports, or None when it is an answer to score.
+
+    Only a completion that carries no output (``parse == "error"``) is a failure: a malformed or
+    truncated answer is the model's real output, even when the backend noted an error beside it.
+    `provider`: the backend's ``provider`` attribute ("openai", "anthropic", "python",
+    "predictions", ...)."""
+    from .pool import SKIPPED_PREFIX
+
+    error = completion.error
+    if not error or completion.parse != "error":
+        return None
+    if error.startswith(SKIPPED_PREFIX):
+        return Failed(BUDGET_STOP, error[len(SKIPPED_PREFIX):].strip())
+    if provider == "python":
+        return Failed(PIPELINE_EXCEPTION, error)
+    if provider == "predictions":
+        return Failed(MISSING_PREDICTION, error)
+    if error.split(":", 1)[0].strip() in _TIMEOUTS:
+        return Failed(TIMEOUT, error)
+    return Failed(PROVIDER_ERROR, error)
+
+
+def extraction_status(completion: Any, provider: str | None) -> dict[str, Any]:
+    """The status block of extraction.json: ``{"status": "ok"}`` or ``{"status": "error", "cause", "message"}``."""
+    failed = classify(completion, provider)
+    if failed is None:
+        return {"status": OK}
+    return {"status": ERROR, "cause": failed.cause, "message": failed.message}
+
+
+def status_of(data: Mapping[str, Any] | None) -> str:
+    """The status of an extraction.json or score.json: ``error``, or ``scored`` (``ok`` for an extraction).
+    Files written before statuses existed carry none and count as what they were taken for."""
+    status = (data or {}).get("status")
+    return ERROR if status == ERROR else (status or SCORED)
+
+
+def failure_of(data: Mapping[str, Any] | None) -> Failed | None:
+    """The `Failed` an extraction.json or score.json records, or None."""
+    if status_of(data) != ERROR:
+        return None
+    return Failed(str(data.get("cause") or PROVIDER_ERROR), str(data.get("message") or ""))  # type: ignore[union-attr]
