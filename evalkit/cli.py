@@ -298,10 +298,7 @@ def compare_cmd(run_dir, backends, record, max_usd, allow_unpriced, show, judge,
                                 ("--record", record)) if v]
         if given:
             raise UsageError(f"{', '.join(given)} only apply when the run is made here: add --backend")
-    from .interrupt import hold
-
-    with hold(run_dir):  # not while a run is writing into it
-        pages = compare_run(run_dir, list(tasks) or None, list(show) or None, workers=workers)
+    pages = compare_run(run_dir, list(tasks) or None, list(show) or None, workers=workers)
     for page in pages:
         click.echo(f"Comparison: {page}")
     sys.exit(code)  # the run's own exit code when it was made here (1: a member failed its verdict)
