@@ -48,9 +48,10 @@ def partial_path(path: str | Path) -> Path:
     return Path(tmp)
 
 
-def remove_partials(folder: str | Path) -> list[Path]:
-    """Delete the temp files writers left under `folder` (a stopped run's); return them."""
-    found = [p for p in Path(folder).rglob(f".*{PARTIAL_SUFFIX}") if p.is_file()]
+def remove_partials(folder: str | Path, recursive: bool = True) -> list[Path]:
+    """Delete the temp files writers left in `folder` (and its subfolders) when stopped; return them."""
+    pattern = f".*{PARTIAL_SUFFIX}"
+    found = [p for p in (Path(folder).rglob(pattern) if recursive else Path(folder).glob(pattern)) if p.is_file()]
     for p in found:
         p.unlink(missing_ok=True)
     return found

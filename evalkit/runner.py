@@ -174,6 +174,7 @@ class _Done:
     """How far a run got, phase by phase: what an interrupt reports."""
 
     run_dir: Path | None = None
+    folders: list[Path] = field(default_factory=list)  # where the run writes (not below: other runs may live there)
     reused: int = 0
     phases: dict[str, list[int]] = field(default_factory=dict)  # phase → [finished, total]
 
@@ -205,7 +206,8 @@ def run(opts: RunOptions, progress: Progress | None = None) -> RunResult:
         except KeyboardInterrupt:  # SIGINT, or SIGTERM (evalkit.interrupt): pools are stopped by now
             if done.run_dir is None:
                 raise Interrupted("nothing was written") from None
-            remove_partials(done.run_dir)
+            for folder in {done.run_dir, *done.folders}:
+                remove_partials(folder, recursive=False)
             raise Interrupted(done.summary(), done.run_dir) from None
 
 
@@ -261,6 +263,7 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
             else:
                 jobs.append(Job(b, request))
                 home_of[id(jobs[-1])] = homes[-1]
+    done.folders = [run_dir / t.id for t in tasks] + [h.dir for h in homes]
     for h in homes:  # verdicts of an earlier run in this folder never carry over
         judging.clear(h.dir)
     for t in tasks:

@@ -373,7 +373,9 @@ def _sweep(opts: SweepOptions, progress: Callable[[MemberResult], Any] | None, h
     except KeyboardInterrupt:  # SIGINT/SIGTERM: the member workers are stopped by now
         from .jsonio import remove_partials
 
-        remove_partials(sweep_dir)
+        remove_partials(sweep_dir, recursive=False)
+        for task_id, member_id, _ in todo:  # the member run folders are this sweep's own
+            remove_partials(sweep_dir / "members" / task_id / member_id)
         finished = sum(r.status != "current" for r in records.values())
         raise Interrupted(f"{finished}/{len(todo)} member(s) run, {len(records) - finished} current; "
                           f"kept in {sweep_dir / SWEEP_JSON}", sweep_dir) from None
