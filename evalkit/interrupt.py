@@ -50,11 +50,7 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, done: str = "", run_dir: Path | None = None, signum: int | None = None):
         super().__init__(done)
         self.done, self.run_dir = done, run_dir
-        self.signum = signum if signum is not None else received()
-
-    @property
-    def exit_code(self) -> int:
-        return 128 + self.signum
+        self.signum = signum if signum is not None else received()  # the CLI exits 128 + signum
 
 
 class RunLocked(UsageError):
