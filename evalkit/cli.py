@@ -1,10 +1,16 @@
 """The `evalkit` command line. User mistakes print one message and exit with
-a documented code (see README "Exit codes"); they never print a traceback."""
+a documented code (see README "Exit codes"); they never print a traceback.
+SIGINT and SIGTERM stop a command the same way (`evalkit.interrupt`): one line
+says what finished and how to finish the rest; the exit code is 128 + the
+signal number (130, 143)."""
 
 from __future__ import annotations
 
 import os
+import shlex
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import click
@@ -35,18 +41,48 @@ def _fail(err: EvalkitError) -> None:
     sys.exit(err.exit_code)
 
 
+# Commands whose run folder a re-run completes (a check or band sweep starts over).
+RESUMABLE = ("run", "score", "compare", "sweep")
+
+
+def _stopped(err: KeyboardInterrupt, args: list[str]) -> None:
+    from .interrupt import Interrupted, received
+
+    sig = err.signum if isinstance(err, Interrupted) else received()
+    done = err.done if isinstance(err, Interrupted) else ""
+    click.echo(f"evalkit: stopped by {signal.Signals(sig).name}" + (f": {done}" if done else ""), err=True)
+    command = next((a for a in args if a in main.commands), None)
+    run_dir = getattr(err, "run_dir", None)
+    if run_dir is not None and command in RESUMABLE:
+        again = [a for a in args if not (command == "sweep" and a == "--force")]  # --force would redo the finished
+        if command != "compare" and not any(a == "--out" or a.startswith("--out=") for a in again):
+            again += ["--out", str(run_dir)]
+        click.echo(f"evalkit: to finish the rest: {shlex.join(['evalkit', *again])}", err=True)
+    sys.exit(128 + sig)
+
+
 class _Group(click.Group):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["evalkit.args"] = list(args)  # for the resume line of an interrupted run
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except EvalkitError as e:
             _fail(e)
+        except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: the run has stopped its workers already
+            _stopped(e, ctx.meta.get("evalkit.args", []))
 
 
 @click.group(cls=_Group)
 @click.version_option(__version__, prog_name="evalkit")
 def main() -> None:
     """Measure how well an LLM extracts structured data from documents."""
+    if threading.current_thread() is threading.main_thread():
+        from .interrupt import handle_signals
+
+        handle_signals()
 
 
 def _progress():
@@ -144,6 +180,8 @@ def _run(corpus, sources, tasks, only, backends, out, threshold, workers, max_co
                        f"the extractions and are not counted above; cached in its judge cache")
         sys.exit(result.exit_code)
     print_summary(result)
+    if result.reused:
+        click.echo(f"Resumed: {result.reused} extraction(s) reused from the unfinished run in {result.run_dir}")
     record_history(result)
     if update_board:
         path = board or board_path(opts.corpus)

@@ -9,6 +9,12 @@ After a run the notebook is normalized (see `normalize`) so the same inputs
 give byte-identical files: no times, no absolute paths, no random cell ids.
 ``execution_count`` is kept (nbval skips cells without one).
 
+papermill writes the executed copy as it goes into a temp file beside the
+output; the output is replaced only by a whole, normalized notebook, so a
+stopped run never leaves half a notebook where a finished one was. Stopping
+(SIGINT/SIGTERM, see `evalkit.interrupt`) stops the pool at once: workers and
+their kernels are killed, not waited for.
+
 Jupyter and IPython state (kernel connection files, profile, config) is kept
 inside a project-local ``.jupyter/`` folder, never in the user's home.
 """
@@ -18,14 +24,15 @@ from __future__ import annotations
 import os
 import sys
 import time
+import warnings
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Callable
 
-from .jsonio import write_text
+from .interrupt import on_stop, spawn_context, stop_pool, worker_signals
+from .jsonio import partial_path, write_text
 
 __all__ = [
     "NotebookJob", "NotebookResult", "execute", "normalize", "normalize_file", "jupyter_env",
@@ -130,19 +137,25 @@ def normalize(nb: Any) -> Any:
     return nb
 
 
-def normalize_file(path: str | Path) -> None:
-    """Normalize an executed notebook file in place (atomic rewrite)."""
+def normalize_file(path: str | Path, out: str | Path | None = None) -> None:
+    """Normalize an executed notebook file, in place or into `out` (atomic write either way);
+    `out` is recorded as papermill's output path."""
     import nbformat
 
     path = Path(path)
+    out = Path(out) if out is not None else path
     nb = nbformat.read(path, as_version=4)
     normalize(nb)
-    write_text(path, nbformat.writes(nb) + "\n")
+    pm = nb.metadata.get("papermill")
+    if pm is not None and pm.get("output_path"):
+        pm["output_path"] = out.name
+    write_text(out, nbformat.writes(nb) + "\n")
 
 
 # --------------------------------------------------------------------------- worker
 
 def _init_worker(env: dict[str, str]) -> None:
+    worker_signals()  # SIGINT is the main process's to handle; SIGTERM: kill the kernel, clean up, leave
     os.environ.update(env)
     for key in ("JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "JUPYTER_CONFIG_DIR", "IPYTHONDIR"):
         Path(env[key]).mkdir(parents=True, exist_ok=True)
@@ -179,6 +192,16 @@ def _remove_kernel_files(files: dict[str, str]) -> None:
             pass
 
 
+def _off_main_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call `fn` in a thread of its own and wait for it. Run from the main thread, nbclient takes SIGINT
+    and SIGTERM over for the notebook's duration (it shuts the kernel down and carries on, leaving a failed
+    notebook); off it, this worker's own handlers (`interrupt.worker_signals`) stay in force."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="papermill") as thread:
+        return thread.submit(fn, *args, **kwargs).result()
+
+
 def _run_one(notebook: str, output: str, parameters: dict[str, Any], cwd: str, timeout: float | None) -> tuple:
     """Execute one notebook; return (ok, ename, evalue, exec_count, seconds)."""
     import papermill as pm
@@ -187,30 +210,38 @@ def _run_one(notebook: str, output: str, parameters: dict[str, Any], cwd: str, t
 
     t0 = time.perf_counter()
     out = Path(output)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = partial_path(out)  # papermill writes here; `out` is replaced by a whole notebook only
     result: tuple = (True, None, None, None)
     kernel_files = _kernel_files()
-    try:
-        pm.execute_notebook(
-            notebook, str(out), parameters=parameters, kernel_name=KERNEL_NAME, cwd=cwd,
-            progress_bar=False, log_output=False, request_save_on_cell_execute=False,
-            execution_timeout=timeout, record_timing=False, extra_arguments=KERNEL_ARGS,
-            config=Config({"KernelManager": kernel_files}),
-            # Outputs are all in by then: kill the kernel rather than wait for a graceful exit.
-            shutdown_kernel="immediate",
-        )
-    except PapermillExecutionError as e:
-        result = (False, e.ename, e.evalue, e.exec_count)
-    except Exception as e:  # kernel died, template missing, timeout...
-        result = (False, type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "", None)
-    finally:
+
+    def cleanup() -> None:
         _remove_kernel_files(kernel_files)
-    if out.is_file():
+        partial.unlink(missing_ok=True)
+
+    with on_stop(cleanup):
         try:
-            normalize_file(out)
-        except Exception as e:  # a half-written notebook: report it, keep the file
+            with warnings.catch_warnings():  # the partial's name does not end in .ipynb, on purpose
+                warnings.filterwarnings("ignore", message=r"The specified file .* does not end in one of")
+                _off_main_thread(
+                    pm.execute_notebook, notebook, str(partial), parameters=parameters, kernel_name=KERNEL_NAME,
+                    cwd=cwd, progress_bar=False, log_output=False, request_save_on_cell_execute=False,
+                    execution_timeout=timeout, record_timing=False, extra_arguments=KERNEL_ARGS,
+                    config=Config({"KernelManager": kernel_files}),
+                    # Outputs are all in by then: kill the kernel rather than wait for a graceful exit.
+                    shutdown_kernel="immediate",
+                )
+        except PapermillExecutionError as e:  # papermill has written the notebook with its error: kept
+            result = (False, e.ename, e.evalue, e.exec_count)
+        except Exception as e:  # kernel died, template missing, timeout...
+            result = (False, type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "", None)
+        try:
+            if partial.stat().st_size:
+                normalize_file(partial, out)
+        except Exception as e:  # papermill left no readable notebook: report it, `out` keeps its last whole one
             if result[0]:
                 result = (False, type(e).__name__, f"normalizing {out.name}: {e}", None)
+        finally:
+            cleanup()
     return (*result, time.perf_counter() - t0)
 
 
@@ -244,36 +275,40 @@ def execute(jobs: list[NotebookJob], workers: int | None = None,
     results: list[NotebookResult | None] = [None] * len(jobs)
     pending = set(range(len(jobs)))
     running: dict[Future, int] = {}
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"),
+    with ProcessPoolExecutor(max_workers=workers, mp_context=spawn_context(),
                              initializer=_init_worker, initargs=(env,)) as pool:
-        while pending or running:
-            ready = sorted(i for i in pending if all(results[d] is not None for d in deps[i]))
-            if not ready and not running:  # a dependency cycle: run the rest in order
-                ready = sorted(pending)
-            for i in ready:
-                j = jobs[i]
-                pending.discard(i)
-                try:
-                    fut = pool.submit(_run_one, str(Path(j.notebook).resolve()), str(Path(j.output).resolve()),
-                                      dict(j.parameters), str(j.workdir.resolve()), timeout)
-                except BrokenProcessPool as e:  # a worker died (or could not start): fail what is left
-                    results[i] = NotebookResult(j, False, f"BrokenProcessPool: {e}", "BrokenProcessPool", str(e))
-                    if on_done:
-                        on_done(j, results[i])
+        try:
+            while pending or running:
+                ready = sorted(i for i in pending if all(results[d] is not None for d in deps[i]))
+                if not ready and not running:  # a dependency cycle: run the rest in order
+                    ready = sorted(pending)
+                for i in ready:
+                    j = jobs[i]
+                    pending.discard(i)
+                    try:
+                        fut = pool.submit(_run_one, str(Path(j.notebook).resolve()), str(Path(j.output).resolve()),
+                                          dict(j.parameters), str(j.workdir.resolve()), timeout)
+                    except BrokenProcessPool as e:  # a worker died (or could not start): fail what is left
+                        results[i] = NotebookResult(j, False, f"BrokenProcessPool: {e}", "BrokenProcessPool", str(e))
+                        if on_done:
+                            on_done(j, results[i])
+                        continue
+                    running[fut] = i
+                if not running:
                     continue
-                running[fut] = i
-            if not running:
-                continue
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
-            for fut in sorted(finished, key=lambda f: running[f]):
-                i = running.pop(fut)
-                try:
-                    res = _result(jobs[i], fut.result())
-                except Exception as e:  # the worker process itself died
-                    res = NotebookResult(jobs[i], False, f"{type(e).__name__}: {e}", type(e).__name__, str(e))
-                results[i] = res
-                if on_done:
-                    on_done(jobs[i], res)
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for fut in sorted(finished, key=lambda f: running[f]):
+                    i = running.pop(fut)
+                    try:
+                        res = _result(jobs[i], fut.result())
+                    except Exception as e:  # the worker process itself died
+                        res = NotebookResult(jobs[i], False, f"{type(e).__name__}: {e}", type(e).__name__, str(e))
+                    results[i] = res
+                    if on_done:
+                        on_done(jobs[i], res)
+        except BaseException:  # an interrupt: stop kernels and workers now, not when their notebooks end
+            stop_pool(pool)
+            raise
     return results  # type: ignore[return-value]
 
 

@@ -55,7 +55,7 @@ def history_lines(run_result: Any) -> list[dict[str, Any]]:
         failed = failure_of(score)
         lines.append({
             "run_id": s.run_id,
-            "time": rj.get("started") or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "time": s.started(rj) or datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "task": s.task,
             "member": s.member,
             "backend": s.backend,

@@ -3,7 +3,9 @@
 Sorted keys, indent 2, a trailing newline: the same data gives the same bytes,
 so git diffs of boards and run folders read well. Writes are atomic (a unique
 temp file in the same folder, fsync, rename): a reader never sees half a file,
-and concurrent writers never share a temp name.
+and concurrent writers never share a temp name. A temp file is ``.<name>.<random>.tmp``
+(`partial_path`), so what a killed writer leaves behind is found and removed by
+`remove_partials`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import CorpusError
+
+PARTIAL_SUFFIX = ".tmp"
 
 
 def dumps(data: Any) -> str:
@@ -32,10 +36,30 @@ def write_json(path: str | Path, data: Any) -> None:
     write_text(path, dumps(data))
 
 
+def _temp_beside(path: Path) -> tuple[int, str]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return tempfile.mkstemp(prefix=f".{path.name}.", suffix=PARTIAL_SUFFIX, dir=path.parent)
+
+
+def partial_path(path: str | Path) -> Path:
+    """A new, empty temp file beside `path`, for a writer that renames it over `path` once complete."""
+    fd, tmp = _temp_beside(Path(path))
+    os.close(fd)
+    return Path(tmp)
+
+
+def remove_partials(folder: str | Path, recursive: bool = True) -> list[Path]:
+    """Delete the temp files writers left in `folder` (and its subfolders) when stopped; return them."""
+    pattern = f".*{PARTIAL_SUFFIX}"
+    found = [p for p in (Path(folder).rglob(pattern) if recursive else Path(folder).glob(pattern)) if p.is_file()]
+    for p in found:
+        p.unlink(missing_ok=True)
+    return found
+
+
 def write_text(path: str | Path, text: str) -> None:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _temp_beside(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)

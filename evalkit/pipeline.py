@@ -58,6 +58,12 @@ def request_sha(request: Request) -> str:
                           "call_type": request.call_type})
 
 
+def is_current(extraction: dict[str, Any], request: Request, spec: str) -> bool:
+    """Whether an extraction.json answers `request` with the backend `spec` (so it need not be made again)."""
+    return (extraction.get("request_sha256") == request_sha(request)
+            and (extraction.get("backend") or {}).get("spec") == spec)
+
+
 def backend_context(members: list[Member], sources: Path | None,
                     documents: dict[str, Document] | None = None) -> BackendContext:
     by_key = {m.key: m for m in members}
@@ -141,7 +147,7 @@ def extract_member(task: str, member: str, backend: str = "fake", corpus: str | 
 
             ontology = Ontology.from_json(existing["ontology"])
             request = render_request(m.task, m, document, ontology)
-        if existing.get("request_sha256") == request_sha(request) and existing["backend"]["spec"] == spec:
+        if is_current(existing, request, spec):
             return existing
     from .backends.resolve import build_backends
 

@@ -6,6 +6,16 @@ Each phase leaves files in the run folder (an extraction.json is written the
 moment its call completes), so a failure anywhere keeps what was done before it.
 A member × backend whose call, scorer or notebook failed ends with status
 ``error`` and its cause (`evalkit.status`), never with a score: exit 5.
+
+A run holds its folder (`evalkit.interrupt.hold`): a second run into it is
+refused while the first lives. SIGINT/SIGTERM stop a run within about a second
+and raise `Interrupted` saying how far each phase got. A run that did not finish
+(stopped, crashed) leaves ``.evalkit.unfinished`` in its folder; the next run
+into it resumes: an extraction.json that already answers the same request with
+the same backend spec, and did not fail, is reused instead of called again.
+Finished runs one after another into one folder add up: run.json lists every
+backend and member the folder holds (`merge_run_json`), and the task reports
+read every score.json there.
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ from __future__ import annotations
 import os
 import platform
 import sys
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
@@ -24,13 +35,16 @@ from .corpus import Member, Task, load_member, load_tasks
 from .errors import (EXIT_BACKEND, EXIT_FAILED, EXIT_INTEGRITY, EXIT_OK, CassetteError, CorpusError,
                      EvalkitError, IntegrityError, SourceMissing, UsageError)
 from .backends import check_labels, labels_slug
-from .pipeline import (EXTRACTION, SCORE, backend_context, extraction_record, home_dir, read_json, render_request,
-                       write_json, write_score)
+from .interrupt import Interrupted, hold
+from .jsonio import remove_partials
+from .pipeline import (EXTRACTION, SCORE, backend_context, extraction_record, home_dir, is_current, read_json,
+                       render_request, write_json, write_score)
 from .paths import member_ref
 from .sources import Document, check_integrity, read_document, sha256_file
 from .status import ERROR, NOTEBOOK_FAILED, REFUSED, SCORED, Failed, failure_of
 
 RUN_JSON = "run.json"
+UNFINISHED = ".evalkit.unfinished"  # in a run folder whose last run did not finish: the next one resumes it
 
 
 @dataclass
@@ -85,6 +99,7 @@ class RunResult:
     run_dir: Path
     outcomes: list[Outcome]
     plan: Any = None  # the dry-run plan (evalkit.backends.resolve.Plan), when --dry-run
+    reused: int = 0  # extractions a resumed run took from the unfinished run before it
 
     @property
     def exit_code(self) -> int:
@@ -151,8 +166,52 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def run(opts: RunOptions, progress: Callable[[str, int], Callable[[], Any]] | None = None) -> RunResult:
+Progress = Callable[[str, int], Callable[[], Any]]  # progress(phase, total) → tick()
+
+
+@dataclass
+class _Done:
+    """How far a run got, phase by phase: what an interrupt reports."""
+
+    run_dir: Path | None = None
+    folders: list[Path] = field(default_factory=list)  # where the run writes (not below: other runs may live there)
+    reused: int = 0
+    phases: dict[str, list[int]] = field(default_factory=dict)  # phase → [finished, total]
+
+    def track(self, progress: Progress | None) -> Progress:
+        """`progress`, counting every tick here too."""
+        def start(what: str, total: int) -> Callable[[], Any]:
+            self.phases[what] = [0, total]
+            tick = progress(what, total) if progress else None
+
+            def step() -> Any:
+                self.phases[what][0] += 1
+                return tick() if tick else None
+            return step
+        return start
+
+    def summary(self) -> str:
+        parts = [f"{what} {n}/{total}" for what, (n, total) in self.phases.items()]
+        if self.reused:
+            parts.append(f"{self.reused} extraction(s) reused from the unfinished run")
+        return f"{', '.join(parts) or 'nothing'} done; kept in {self.run_dir}"
+
+
+def run(opts: RunOptions, progress: Progress | None = None) -> RunResult:
     """Run extraction and scoring for the selected corpus members; see module docstring."""
+    done = _Done()
+    with ExitStack() as held:  # the run folder's lock, once taken
+        try:
+            return _run(opts, done.track(progress), held, done)
+        except KeyboardInterrupt:  # SIGINT, or SIGTERM (evalkit.interrupt): pools are stopped by now
+            if done.run_dir is None:
+                raise Interrupted("nothing was written") from None
+            for folder in {done.run_dir, *done.folders}:
+                remove_partials(folder, recursive=False)
+            raise Interrupted(done.summary(), done.run_dir) from None
+
+
+def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> RunResult:
     from .backends.resolve import check_guards, open_backends, plan, resolve_backends
     from .pool import Job, run_pool
     from .pricing import PriceTable
@@ -188,15 +247,23 @@ def run(opts: RunOptions, progress: Callable[[str, int], Callable[[], Any]] | No
     # corrupt / shared cassettes, replay misses, missing keys (the judge's too): before any call
     check_guards(resolved + ([judge_resolved] if judge_resolved else []), the_plan)
 
-    run_dir.mkdir(parents=True, exist_ok=True)
+    held.enter_context(hold(run_dir))
+    done.run_dir = run_dir
+    previous_run = read_json(run_dir / RUN_JSON) if (run_dir / RUN_JSON).is_file() else {}
+    resuming = (run_dir / UNFINISHED).is_file()
+    write_json(run_dir / UNFINISHED, {"started": datetime.now(timezone.utc).isoformat(timespec="seconds")})
     ctx = backend_context([m for m, _ in cleared], opts.sources, documents)
     backends = open_backends(resolved, ctx, prices, check=False)
-    jobs, homes = [], []
+    jobs, homes, home_of = [], [], {}
     for (m, _), request in zip(cleared, requests):
         for b in backends:
-            jobs.append(Job(b, request))
             homes.append(Home(m, b.label, home_dir(run_dir, m.task.id, m.id, b.label)))
-    home_of = {id(j): h for j, h in zip(jobs, homes)}
+            if resuming and _reusable(homes[-1].dir / EXTRACTION, request, b.spec):
+                done.reused += 1
+            else:
+                jobs.append(Job(b, request))
+                home_of[id(jobs[-1])] = homes[-1]
+    done.folders = [run_dir / t.id for t in tasks] + [h.dir for h in homes]
     for h in homes:  # verdicts of an earlier run in this folder never carry over
         judging.clear(h.dir)
     for t in tasks:
@@ -229,14 +296,15 @@ def run(opts: RunOptions, progress: Callable[[str, int], Callable[[], Any]] | No
                       "cache": str(judge_resolved.cassette) if judge_resolved.cassette else None,
                       "requests": phase.requests, "calls": phase.calls, "replayed": phase.replayed}
 
-    write_json(run_dir / RUN_JSON, {
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    write_json(run_dir / RUN_JSON, merge_run_json(previous_run, {
         "evalkit_version": __version__,
         "versions": _versions(),
-        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "started": started,
         "parameters": {"tasks": [t.id for t in tasks], "only": opts.only, "threshold": opts.threshold,
                        "max_concurrency": opts.max_concurrency, "max_usd": opts.max_usd,
                        "corpus": str(opts.corpus), "sources": str(opts.sources) if opts.sources else None},
-        "backends": [{"label": b.label, "spec": b.spec, "model": b.model,
+        "backends": [{"label": b.label, "spec": b.spec, "model": b.model, "started": started,
                       **({"cassette": str(r.cassette), "cassette_sha256": sha256_file(r.cassette)}
                          if r.cassette and Path(r.cassette).is_file() else {})}
                      for b, r in zip(backends, resolved)],
@@ -244,7 +312,7 @@ def run(opts: RunOptions, progress: Callable[[str, int], Callable[[], Any]] | No
         "ontology_mode": ontology.mode if ontology else "freeform",
         **({"ontology": ontology.to_json()} if ontology else {}),
         **({"judge": judge_info} if judge_info else {}),
-    })
+    }))
     if opts.notebooks:
         outcomes += _score_in_notebooks(homes, tasks, run_dir, opts, progress)
         if opts.html:
@@ -255,7 +323,29 @@ def run(opts: RunOptions, progress: Callable[[str, int], Callable[[], Any]] | No
         outcomes += _score_in_process(homes, documents, opts)
     if judge_resolved is not None:
         judging.print_messages(phase.messages)
-    return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order))
+    (run_dir / UNFINISHED).unlink()
+    return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), reused=done.reused)
+
+
+def _reusable(path: Path, request: Any, spec: str) -> bool:
+    """An extraction.json already on disk that answers this request with this backend and did not fail."""
+    try:
+        extraction = read_json(path) if path.is_file() else None
+    except CorpusError:
+        return False
+    return isinstance(extraction, dict) and is_current(extraction, request, spec) and failure_of(extraction) is None
+
+
+def merge_run_json(previous: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+    """run.json after a run into a folder earlier runs wrote to: this run's parameters and versions, with
+    every backend (each with the time its run started; a re-run label replaces its entry in place) and
+    every member the folder holds."""
+    if not isinstance(previous, dict) or not previous:
+        return current
+    new = {b["label"]: b for b in current["backends"]}
+    backends = [new.pop(b.get("label"), b) for b in previous.get("backends") or []] + list(new.values())
+    members = list(dict.fromkeys([*(previous.get("members") or []), *current["members"]]))
+    return {**current, "backends": backends, "members": members}
 
 
 def _order(o: Outcome) -> tuple:

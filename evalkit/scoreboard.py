@@ -138,6 +138,12 @@ class Scored:
         p = self.run_dir / "run.json"
         return read_json(p) if p.is_file() else {}
 
+    def started(self, run_json: Mapping[str, Any]) -> str | None:
+        """When this backend's run started: its own entry in run.json (one folder can hold the backends
+        of several runs), else the run's."""
+        mine = [b for b in run_json.get("backends") or [] if isinstance(b, dict) and b.get("label") == self.backend]
+        return (mine[0] if mine else {}).get("started") or run_json.get("started")
+
 
 def scan(root: str | Path, status: str | None = SCORED) -> list[Scored]:
     """Every scored member × backend under `root`: a run folder, a sweep folder, or a member's home.
@@ -202,7 +208,7 @@ def run_block(scored: Scored, extraction: dict[str, Any] | None = None,
     backend = ext.get("backend") or {}
     block = {
         "run_id": scored.run_id,
-        "date": rj.get("started"),
+        "date": scored.started(rj),
         "model": backend.get("model") or run.get("model"),
         "evalkit_version": ext.get("evalkit_version") or rj.get("evalkit_version"),
         "backend": {"label": backend.get("label", scored.backend), "spec": redact_spec(str(backend.get("spec", "")))},

@@ -23,6 +23,10 @@ backend label and spec (secrets redacted) plus a fingerprint of any local file o
 names (a cassette or predictions dir), the truth file's sha256, the task.yaml sha256 (scorer options,
 threshold), the run's ``--threshold``, the engine (notebooks or not) and the evalkit version. A member
 whose source fails its integrity check is never current: it is re-run, and refused, with no model call.
+
+A sweep holds its folder (`evalkit.interrupt.hold`): a second sweep into it is refused while the first
+lives. SIGINT/SIGTERM stop the member workers (and their notebook workers and kernels) at once;
+sweep.json keeps every member that finished, so the same command finishes the rest.
 """
 
 from __future__ import annotations
@@ -33,13 +37,14 @@ import shutil
 import traceback
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any, Callable
 
 from . import __version__
 from .errors import EXIT_BACKEND, EXIT_CASSETTE, EXIT_INTEGRITY, EXIT_OK, CorpusError, Escape, EvalkitError
+from .interrupt import Interrupted, hold, spawn_context, stop_pool, worker_signals
 from .runner import Outcome, RunOptions, RunResult
 from .status import ERROR, REFUSED, SCORED, SKIPPED
 
@@ -48,6 +53,7 @@ __all__ = ["SweepOptions", "MemberResult", "SweepResult", "sweep", "run_direct",
 
 SWEEP_JSON = "sweep.json"
 SCHEMA_VERSION = 1
+WORKER_GRACE_S = 0.5  # a stopped member worker's time for its notebook workers to stop their kernels
 
 
 # --------------------------------------------------------------------------- a run without notebooks
@@ -283,6 +289,11 @@ def _write_sweep_json(sweep_dir: Path, opts: SweepOptions, records: dict[str, Me
 
 def sweep(opts: SweepOptions, progress: Callable[[MemberResult], Any] | None = None) -> SweepResult:
     """Run every selected member (skipping current ones) in worker processes; see module docstring."""
+    with ExitStack() as held:  # the sweep folder's lock, once taken
+        return _sweep(opts, progress, held)
+
+
+def _sweep(opts: SweepOptions, progress: Callable[[MemberResult], Any] | None, held: ExitStack) -> SweepResult:
     from .backends import check_labels
     from .corpus import load_tasks
     from .paths import member_ref
@@ -351,13 +362,23 @@ def sweep(opts: SweepOptions, progress: Callable[[MemberResult], Any] | None = N
         if progress:
             progress(res)
 
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    suspects = _run_pool(todo, payload, record, max(1, opts.workers))
-    # A worker process that died took its pool down: run each member that was in flight alone, to know which it was.
-    for job in suspects:
-        for t, m, k in _run_pool([job], payload, record, 1):
-            record(t, m, k, {"crash": "the worker process died (killed, out of memory, or a crash in native code)",
-                             "exit_code": EXIT_BACKEND})
+    held.enter_context(hold(sweep_dir))
+    try:
+        suspects = _run_pool(todo, payload, record, max(1, opts.workers))
+        # A worker process that died took its pool down: run each member that was in flight alone, to know which.
+        for job in suspects:
+            for t, m, k in _run_pool([job], payload, record, 1):
+                record(t, m, k, {"crash": "the worker process died (killed, out of memory, or a crash in native code)",
+                                 "exit_code": EXIT_BACKEND})
+    except KeyboardInterrupt:  # SIGINT/SIGTERM: the member workers are stopped by now
+        from .jsonio import remove_partials
+
+        remove_partials(sweep_dir, recursive=False)
+        for task_id, member_id, _ in todo:  # the member run folders are this sweep's own
+            remove_partials(sweep_dir / "members" / task_id / member_id)
+        finished = sum(r.status != "current" for r in records.values())
+        raise Interrupted(f"{finished}/{len(todo)} member(s) run, {len(records) - finished} current; "
+                          f"kept in {sweep_dir / SWEEP_JSON}", sweep_dir) from None
     _write_sweep_json(sweep_dir, opts, records, others)
     members = [records[k] for k in sorted(records)]
     return SweepResult(run_dir=sweep_dir, members=members)
@@ -370,9 +391,10 @@ def _run_pool(todo, payload, record, workers: int) -> list:
     which of them crashed is not known); jobs not yet started go on in a fresh pool.
     """
     queue, suspects = list(todo), []
-    ctx = get_context("spawn")  # no fork of a process that may hold threads or an event loop
+    ctx = spawn_context()  # no fork of a process that may hold threads or an event loop
     while queue:
-        pool = ProcessPoolExecutor(max_workers=min(workers, len(queue)), mp_context=ctx)
+        pool = ProcessPoolExecutor(max_workers=min(workers, len(queue)), mp_context=ctx,
+                                   initializer=worker_signals, initargs=(WORKER_GRACE_S,))
         running: dict = {}
         try:
             while queue or running:
@@ -402,6 +424,9 @@ def _run_pool(todo, payload, record, workers: int) -> list:
                     suspects.extend(running.values())  # died with the pool
                     running.clear()
                     break
+        except BaseException:  # an interrupt: stop the members in flight now, not when they end
+            stop_pool(pool)
+            raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
     return suspects

@@ -125,7 +125,7 @@ def test_a_pool_that_breaks_between_waits_loses_no_queued_member(monkeypatch):
     pools = []
 
     class Pool:
-        def __init__(self, max_workers, mp_context):
+        def __init__(self, max_workers, mp_context, **_):
             self.futures = []
             pools.append(self)
 

@@ -1,8 +1,9 @@
 """``python:MODULE:FUNCTION`` — a researcher's own extraction pipeline.
 
 The function is called once per member as ``FUNCTION(document_text, task)`` and
-returns the record (a dict). It may be a plain function (run in a worker
-thread, so many members still overlap) or a coroutine function. ``task`` is a
+returns the record (a dict). It may be a plain function (run in a daemon
+thread, so many members still overlap and a stopped run does not wait for a
+call still working) or a coroutine function. ``task`` is a
 dict: ``task`` (task id), ``member`` (``task/member``), ``call_type``,
 ``system``, ``user`` (the rendered prompts), ``schema`` (the output JSON
 Schema), ``max_tokens``, ``temperature``.
@@ -26,6 +27,7 @@ import importlib.util
 import inspect
 import json
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -63,6 +65,34 @@ def load_function(target: str) -> Callable[..., Any]:
     return fn
 
 
+async def in_daemon_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """`asyncio.to_thread`, but in a daemon thread of its own: neither the event loop's shutdown nor the
+    interpreter's exit waits for it (a stopped run leaves at once; the abandoned call's result is dropped)."""
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+
+    def settle(ok: bool, value: Any) -> None:
+        if done.done():  # cancelled meanwhile
+            return
+        if ok:
+            done.set_result(value)
+        else:
+            done.set_exception(value)
+
+    def work() -> None:
+        try:
+            outcome = (True, fn(*args))
+        except BaseException as e:  # noqa: BLE001 - handed to the awaiting coroutine
+            outcome = (False, e)
+        try:
+            loop.call_soon_threadsafe(settle, *outcome)
+        except RuntimeError:  # the loop is closed: the run was stopped
+            pass
+
+    threading.Thread(target=work, name=f"evalkit-pipeline-{getattr(fn, '__name__', 'fn')}", daemon=True).start()
+    return await done
+
+
 class PythonBackend:
     provider = "python"
 
@@ -97,7 +127,7 @@ class PythonBackend:
             if inspect.iscoroutinefunction(self._fn):
                 result = await self._fn(document, task)
             else:
-                result = await asyncio.to_thread(self._fn, document, task)
+                result = await in_daemon_thread(self._fn, document, task)
                 if inspect.isawaitable(result):
                     result = await result
         except Exception as e:  # noqa: BLE001 - the pipeline's failure is the member's, not the run's

@@ -1,0 +1,261 @@
+"""Stopping on SIGINT / SIGTERM, and holding a run folder against a second run.
+
+One path for both signals. The CLI (`handle_signals`) makes SIGTERM do what Ctrl-C does: raise
+KeyboardInterrupt in the main thread, or cancel the running asyncio extraction pool (asyncio's own
+Ctrl-C handling), so whatever phase a run is in unwinds through its ``finally`` blocks. A phase that
+owns worker processes stops them at once (`stop_pool`: SIGTERM, then SIGKILL for whatever is left of
+their process trees, kernels included). The runner or sweep then removes what killed writers left
+(`jsonio.remove_partials`) and raises `Interrupted` saying what finished; the CLI prints that with the
+command that resumes and exits 128 + the signal number: 130 for SIGINT, 143 for SIGTERM.
+
+Worker processes (papermill's pool, sweep members) start with both signals blocked (`spawn_context`),
+so a Ctrl-C, which the terminal sends to the whole process group, cannot strike one half-started.
+Their initializer (`worker_signals`) ignores SIGINT (the main process decides) and answers SIGTERM by
+stopping its own children, running the cleanups registered with `on_stop` and leaving at once: no
+traceback, no half-written file.
+
+`hold(folder)` takes ``<folder>/.evalkit.lock`` (an OS file lock, released if the holder dies) for the
+life of a run; a second run into the folder is refused with `RunLocked` (exit 2) naming the holder.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import socket
+import sys
+import time
+from contextlib import contextmanager, suppress
+from datetime import datetime, timezone
+from multiprocessing.context import SpawnContext, SpawnProcess
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from .errors import UsageError
+
+__all__ = ["Interrupted", "RunLocked", "received", "handle_signals", "spawn_context", "worker_signals", "on_stop",
+           "stop_processes", "stop_pool", "hold", "LOCK_FILE", "HOLDER_FILE"]
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+POOL_GRACE_S = 1.0  # a stopped worker's time to stop its own children and clean up before SIGKILL
+LOCK_FILE = ".evalkit.lock"
+HOLDER_FILE = ".evalkit.lock.json"  # who holds the lock (the lock file itself may be truncated by contenders)
+_CAN_MASK = hasattr(signal, "pthread_sigmask")
+
+
+class Interrupted(KeyboardInterrupt):
+    """A run stopped by a signal. `done`: what finished; `run_dir`: where it is kept."""
+
+    def __init__(self, done: str = "", run_dir: Path | None = None, signum: int | None = None):
+        super().__init__(done)
+        self.done, self.run_dir = done, run_dir
+        self.signum = signum if signum is not None else received()  # the CLI exits 128 + signum
+
+
+class RunLocked(UsageError):
+    """The run folder is held by a live run."""
+
+
+# --------------------------------------------------------------------------- the main process
+
+_received: list[int] = []
+
+
+def received() -> int:
+    """The signal that stopped this process: SIGTERM if one came, else SIGINT (Python's own Ctrl-C)."""
+    return _received[-1] if _received else signal.SIGINT
+
+
+def handle_signals() -> None:
+    """Make SIGTERM stop this process the way Ctrl-C does (call from the main thread)."""
+
+    def on_term(signum: int, frame: Any) -> None:
+        _received.append(signum)
+        handler = signal.getsignal(signal.SIGINT)
+        if callable(handler):  # Python's (KeyboardInterrupt) or asyncio's (cancel the running pool)
+            handler(signal.SIGINT, frame)
+        else:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+
+
+@contextmanager
+def _signals_blocked() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM pending (not lost) in this thread for the block."""
+    if not _CAN_MASK:
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+class _QuietSpawnProcess(SpawnProcess):
+    @staticmethod
+    def _Popen(process_obj: Any) -> Any:
+        with _signals_blocked():  # the child inherits the mask; `worker_signals` lifts it
+            return SpawnProcess._Popen(process_obj)
+
+
+class _QuietSpawnContext(SpawnContext):
+    Process = _QuietSpawnProcess
+
+
+def spawn_context() -> SpawnContext:
+    """The multiprocessing context for worker processes: spawn, with SIGINT/SIGTERM blocked until
+    the worker's initializer (`worker_signals`) has set its handlers."""
+    return _QuietSpawnContext()
+
+
+# --------------------------------------------------------------------------- worker processes
+
+_cleanups: list[Callable[[], None]] = []
+
+
+def worker_signals(grace: float = 0.0) -> None:
+    """A worker process's first act: ignore SIGINT; on SIGTERM stop its children (SIGKILL after
+    `grace` s), run the `on_stop` cleanups and exit at once. Then unblock both signals."""
+
+    def leave(signum: int, frame: Any) -> None:
+        import multiprocessing.util
+
+        import psutil
+
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the pool may terminate us again: once is enough
+        try:
+            stop_processes([c.pid for c in psutil.Process().children()], grace)
+            for fn in reversed(_cleanups):
+                with suppress(Exception):  # leaving anyway: the next cleanup still runs
+                    fn()
+            # What multiprocessing does at a normal exit: release this process's semaphores (its own pools'),
+            # so the resource tracker has no "leaked semaphore" warning to print.
+            getattr(multiprocessing.util, "_run_finalizers", lambda _: None)(0)
+        finally:
+            os._exit(128 + signum)  # no interpreter teardown: nothing half-done gets to print or write
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, leave)
+    if _CAN_MASK:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
+@contextmanager
+def on_stop(cleanup: Callable[[], None]) -> Iterator[None]:
+    """Run `cleanup` if this worker is stopped (SIGTERM) inside the block."""
+    _cleanups.append(cleanup)
+    try:
+        yield
+    finally:
+        _cleanups.remove(cleanup)
+
+
+# --------------------------------------------------------------------------- stopping processes
+
+
+def stop_processes(pids: Iterable[int], grace: float = POOL_GRACE_S) -> None:
+    """SIGTERM these processes (SIGKILL if `grace` is 0); SIGKILL whatever is left of them and their
+    descendants after `grace` s. Returns when they are gone (or after another second at most).
+
+    The descendants are collected first: once a parent dies its children are re-parented and lost.
+    multiprocessing's resource trackers are left alone: they leave by themselves once their owner is
+    gone, and they are what removes the semaphores it leaked."""
+    import psutil
+
+    tops, family = [], {}
+    for pid in pids:
+        try:
+            top = psutil.Process(pid)
+            members = [p for p in [top, *top.children(recursive=True)] if not _is_tracker(p)]
+        except psutil.Error:
+            continue
+        family.update((p.pid, p) for p in members)
+        tops += [top] if members and members[0] is top else []
+    for p in tops:
+        _send(p, kill=grace <= 0)
+    _wait_gone(family.values(), grace)
+    for p in family.values():
+        if _alive(p):
+            _send(p, kill=True)
+    _wait_gone(family.values(), 1.0)
+
+
+def _send(p: Any, kill: bool) -> None:
+    import psutil
+
+    try:
+        p.kill() if kill else p.terminate()
+    except psutil.Error:
+        pass
+
+
+def _alive(p: Any) -> bool:
+    import psutil
+
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _is_tracker(p: Any) -> bool:
+    import psutil
+
+    try:
+        return any("multiprocessing.resource_tracker" in part for part in p.cmdline())
+    except psutil.Error:
+        return False
+
+
+def _wait_gone(procs: Iterable[Any], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while any(_alive(p) for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def stop_pool(pool: Any, grace: float = POOL_GRACE_S) -> None:
+    """Stop a ProcessPoolExecutor now: queued jobs cancelled, workers and what they started stopped.
+
+    A second signal meanwhile waits until this is done (it is then raised as usual)."""
+    with _signals_blocked():
+        workers = list((getattr(pool, "_processes", None) or {}).keys())  # no public accessor before 3.14
+        pool.shutdown(wait=False, cancel_futures=True)
+        stop_processes(workers, grace)
+
+
+# --------------------------------------------------------------------------- the run folder's lock
+
+
+@contextmanager
+def hold(folder: str | Path) -> Iterator[None]:
+    """Hold `folder` for this run: a second run into it is refused (`RunLocked`) while this one lives."""
+    from filelock import FileLock, Timeout
+
+    from .jsonio import read_json, write_json
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(folder / LOCK_FILE), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        try:
+            h = read_json(folder / HOLDER_FILE)
+            holder = f"pid {h['pid']} on {h['host']} since {h['since']}: {h['command']}"
+        except Exception:  # noqa: BLE001 - it is taking the lock right now, or left no note
+            holder = "another evalkit process"
+        raise RunLocked(f"{folder} is being written by a live run ({holder}); wait for it to finish, "
+                        f"or choose another --out") from None
+    note = folder / HOLDER_FILE
+    try:
+        with on_stop(lambda: note.unlink(missing_ok=True)):  # a stopped worker process leaves no note behind
+            write_json(note, {"pid": os.getpid(), "host": socket.gethostname(),
+                              "command": shlex.join(["evalkit", *sys.argv[1:]]),
+                              "since": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+            yield
+    finally:
+        note.unlink(missing_ok=True)
+        lock.release()
