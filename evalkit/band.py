@@ -40,7 +40,8 @@ from .corpus import DEFAULT_CORPUS
 from .errors import EXIT_INVALID, CorpusError, EvalkitError, UsageError
 from .jsonio import read_json, write_text
 from .regress import DEFAULT_SEED, FLOOR, as_number, bootstrap_ci, is_gated, sub_seed
-from .scoreboard import numeric_metrics, redact_spec, scan, write_json
+from .runfolder import scan
+from .scoreboard import numeric_metrics, redact_spec, write_json
 
 __all__ = ["BAND_NAME", "SCHEMA_VERSION", "BandError", "band_path", "collect", "compute_band", "write_band",
            "load_band", "render_markdown", "update_readme", "README_START", "README_END"]
