@@ -53,7 +53,8 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from ..models import Strict as _Strict
-from .base import Scorer, ScoreContext, ScoreResult, ratio
+from ..stats import macro_f1, summed
+from .base import Scorer, ScoreContext, ScoreResult
 from .sets import PRF, match_sets
 from .text import fold, token_f1
 
@@ -372,6 +373,10 @@ def _show(item: Any) -> str:
     return repr(item)
 
 
+def _counts(result: ScoreResult, prefix: str) -> tuple[int, int, int]:
+    return tuple(int(result.metrics.get(f"{prefix}_{c}") or 0) for c in ("tp", "fp", "fn"))
+
+
 def corpus_metrics(results: Iterable[ScoreResult]) -> dict[str, float | int | None]:
     """Corpus-level figures over members' results.
 
@@ -387,13 +392,12 @@ def corpus_metrics(results: Iterable[ScoreResult]) -> dict[str, float | int | No
     results = list(results)
     out: dict[str, float | int | None] = {"members": len(results)}
     for axis in SET_AXES:
-        prf = PRF(*(sum(int(r.metrics.get(f"{axis}_{c}") or 0) for r in results) for c in ("tp", "fp", "fn")))
-        out.update(prf.metrics(axis))
+        out.update(PRF(*summed(_counts(r, axis) for r in results)).metrics(axis))
         f1s = [r.metrics[f"{axis}_f1"] for r in results if r.metrics.get(f"{axis}_f1") is not None]
-        out[f"{axis}_macro_f1"] = ratio(sum(f1s), len(f1s))
+        out[f"{axis}_macro_f1"] = macro_f1(f1s)
         out[f"{axis}_members"] = len(f1s)
     summaries = [r.metrics["summary_f1"] for r in results if r.metrics.get("summary_f1") is not None]
-    out["summary_f1"] = ratio(sum(summaries), len(summaries))
+    out["summary_f1"] = macro_f1(summaries)
     out["summary_members"] = len(summaries)
     for name in JUDGED:
         out[name] = None
@@ -401,7 +405,7 @@ def corpus_metrics(results: Iterable[ScoreResult]) -> dict[str, float | int | No
         judged = [r for r in results if r.metrics.get(f"judged_{axis}_tp") is not None]
         out[f"judged_{axis}_members"] = len(judged)
         if judged and len(judged) == len(results):
-            prf = PRF(*(sum(int(r.metrics[f"judged_{axis}_{c}"]) for r in judged) for c in ("tp", "fp", "fn")))
+            prf = PRF(*summed(_counts(r, f"judged_{axis}") for r in judged))
             out.update({k: v for k, v in prf.metrics(f"judged_{axis}").items() if not k.endswith(("_tp", "_fp", "_fn"))})
     return out
 
