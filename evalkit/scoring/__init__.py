@@ -18,9 +18,9 @@ from pathlib import Path
 
 from ..errors import CorpusError
 from ..paths import inside
-from .base import Scorer, ScoreContext, ScoreResult, ratio
+from .base import Metric, Scorer, ScoreContext, ScoreResult, ratio
 
-__all__ = ["Scorer", "ScoreContext", "ScoreResult", "ratio", "load_scorer"]
+__all__ = ["Metric", "Scorer", "ScoreContext", "ScoreResult", "ratio", "load_scorer"]
 
 GROUP = "evalkit.scorers"
 

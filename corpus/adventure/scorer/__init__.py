@@ -15,7 +15,9 @@ this vocabulary. The rules are documented in docs/scoring-adventure.md; in brief
   areas by normalized printed key.
 * Every metric is an aggregate of the item table (one row per compared
   fact, with a `family` and `metric` column); a per-site view is the same
-  aggregation over that site's rows.
+  aggregation over that site's rows. Each metric is declared, with its
+  definition and the function that writes its rows, in `score.METRICS`
+  (`evalkit metrics adventure`).
 
 Modules: `models` (truth, extraction, options, scope), `catalog` (the creature
 catalog), `families` (the shared predicates and each family's rows), `score`
@@ -25,10 +27,10 @@ catalog), `families` (the shared predicates and each family's rows), `score`
 from .catalog import Catalog, load_catalog
 from .families import door_kind, is_bespoke_emission, parse_count, read_treasure, transition_kind, usable_stat_block
 from .models import AdventureExtraction, AdventureTruth, Options, Scope
-from .score import SCORER, compute_metrics, score
+from .score import METRICS, SCORER, compute_metrics, score
 
 __all__ = [
-    "SCORER", "score", "compute_metrics", "AdventureTruth", "AdventureExtraction", "Options", "Scope",
+    "SCORER", "METRICS", "score", "compute_metrics", "AdventureTruth", "AdventureExtraction", "Options", "Scope",
     "Catalog", "load_catalog", "usable_stat_block", "is_bespoke_emission", "parse_count", "read_treasure",
     "door_kind", "transition_kind",
 ]

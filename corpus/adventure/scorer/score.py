@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from evalkit.errors import InvalidCorpus
-from evalkit.scoring import Scorer, ScoreContext, ScoreResult
+from evalkit.scoring import Metric, Scorer, ScoreContext, ScoreResult
 from evalkit.scoring.text import normalize
 from evalkit.scoring.tree import (
     ACCURACY, COUNT, SET, aggregate_rows, align_many_to_one, align_one_to_one, display, edge, edge_label,
@@ -374,6 +374,126 @@ def expected_extraction(truth: AdventureTruth) -> dict[str, Any]:
     return truth.model_dump(mode="json", exclude_none=True)
 
 
+# Every metric `score` returns, with the function that writes its rows (or computes it from other metrics).
+# Set figures: recall = matched / (matched + missed), precision = matched / (matched + spurious),
+# F1 = 2·matched / (2·matched + missed + spurious); accuracy = matched / (matched + mismatch + missed).
+METRICS = (
+    Metric("score", "the member's headline: mean of the non-null family scores", compute_metrics),
+    # ---- areas
+    Metric("areas_score", "areas family score: areas_f1", compute_metrics),
+    Metric("areas_recall", "in-scope truth areas matched by normalized key within aligned levels / all of them",
+           _score_site),
+    Metric("areas_precision", "extracted areas of aligned in-scope sites (and of unaligned sites) that match a truth "
+           "area / all of them", _score_site),
+    Metric("areas_f1", "F1 of area matching", _score_site),
+    Metric("areas_tp", "areas matched (rows matched)", _score_site),
+    Metric("areas_fp", "extracted areas that match no truth area: duplicate, wrong level, unprinted key, or in a site "
+           "that aligns to nothing (rows spurious)", _score_site),
+    Metric("areas_fn", "in-scope truth areas not extracted (rows missed)", _score_site),
+    Metric("areas_truth", "in-scope truth areas: areas_tp + areas_fn", compute_metrics),
+    Metric("areas_extracted", "extracted areas counted: areas_tp + areas_fp", compute_metrics),
+    Metric("areas_matched", "truth areas matched: areas_tp", compute_metrics),
+    Metric("areas_dungeons_recall", "in-scope truth sites aligned to an extracted site / all of them", score),
+    Metric("areas_dungeons_precision", "extracted sites aligned to an in-scope truth site / extracted sites counted",
+           score),
+    Metric("areas_dungeons_f1", "F1 of site alignment", score),
+    Metric("areas_dungeons_tp", "sites aligned (by shared area keys or equal name)", score),
+    Metric("areas_dungeons_fp", "extracted sites that align to no truth site (unless the scope ignores them)", score),
+    Metric("areas_dungeons_fn", "in-scope truth sites no extracted site aligns to", score),
+    Metric("areas_truth_dungeons", "in-scope truth sites: areas_dungeons_tp + areas_dungeons_fn", compute_metrics),
+    Metric("areas_extracted_dungeons", "extracted sites counted: areas_dungeons_tp + areas_dungeons_fp",
+           compute_metrics),
+    Metric("areas_matched_dungeons", "sites aligned: areas_dungeons_tp", compute_metrics),
+    # ---- encounters
+    Metric("encounters_score", "encounters family score: mean of the non-null name F1, count, resolution and custom "
+           "accuracies", compute_metrics),
+    Metric("encounters_name_recall", "truth creature names (distinct folds per in-scope area) matched by an "
+           "extracted name with the same fold / all of them", _score_encounters),
+    Metric("encounters_name_precision", "extracted names (distinct folds) in matched areas whose truth asserts "
+           "encounters that match a truth name / all of them", _score_encounters),
+    Metric("encounters_name_f1", "F1 of creature-name matching", _score_encounters),
+    Metric("encounters_name_tp", "creature names matched", _score_encounters),
+    Metric("encounters_name_fp", "extracted names not in the area's complete encounter list", _score_encounters),
+    Metric("encounters_name_fn", "truth creature names not extracted (a name in a missed area is missed)",
+           _score_encounters),
+    Metric("encounters_count_accuracy", "matched names with a stated count whose extracted counts sum to it / all "
+           "of them (a dice or missing count is a mismatch)", _score_encounters),
+    Metric("encounters_count_matched", "matched names whose count agrees", _score_encounters),
+    Metric("encounters_count_denominator", "matched names whose truth states a count", _score_encounters),
+    Metric("encounters_resolution_accuracy", "matched names with a truth template whose every extracted name "
+           "resolves to it through the catalog / all of them", _score_encounters),
+    Metric("encounters_resolution_matched", "matched names that resolve to their template", _score_encounters),
+    Metric("encounters_resolution_denominator", "matched names whose truth asserts a template", _score_encounters),
+    Metric("encounters_custom_accuracy", "matched custom creatures whose every extracted name is a bespoke emission "
+           "(custom: true, no template, a usable stat block) / all of them", _score_encounters),
+    Metric("encounters_custom_matched", "matched custom creatures emitted as bespoke", _score_encounters),
+    Metric("encounters_custom_denominator", "matched names whose truth says custom: true", _score_encounters),
+    Metric("encounters_non_srd", "matched names with neither template nor custom in the truth (a tally, in no "
+           "ratio)", _score_encounters),
+    # ---- connections
+    Metric("connections_score", "connections family score: connections_f1", compute_metrics),
+    Metric("connections_recall", "truth same-level connections between matched areas (an endpoint asserting its "
+           "connections) that are extracted / all of them", _score_connections),
+    Metric("connections_precision", "extracted same-level connections between matched areas (an endpoint asserting "
+           "its connections) that are true / all of them", _score_connections),
+    Metric("connections_f1", "F1 of same-level connections (undirected edges)", _score_connections),
+    Metric("connections_tp", "connections matched", _score_connections),
+    Metric("connections_fp", "extracted connections missing from an asserting area's complete neighbour list",
+           _score_connections),
+    Metric("connections_fn", "truth connections not extracted", _score_connections),
+    # ---- treasure
+    Metric("treasure_score", "treasure family score: mean of the non-null presence and letters accuracies",
+           compute_metrics),
+    Metric("treasure_presence_accuracy", "matched areas asserting treasure where the extraction agrees whether there "
+           "is any / all of them", _score_treasure),
+    Metric("treasure_presence_matched", "matched areas whose treasure presence agrees", _score_treasure),
+    Metric("treasure_presence_denominator", "matched areas whose truth asserts treasure", _score_treasure),
+    Metric("treasure_letters_accuracy", "matched areas with stated treasure letters whose extracted letter set "
+           "equals them / all of them", _score_treasure),
+    Metric("treasure_letters_matched", "matched areas whose treasure letters agree", _score_treasure),
+    Metric("treasure_letters_denominator", "matched areas whose truth states treasure letters", _score_treasure),
+    # ---- doors
+    Metric("doors_score", "doors family score: mean of the non-null doors F1, kind and locked accuracies",
+           compute_metrics),
+    Metric("doors_recall", "truth doors between matched areas of a level (an endpoint asserting doors) that are "
+           "extracted / all of them", _score_doors),
+    Metric("doors_precision", "extracted doors between matched areas (an endpoint asserting doors) that are true / "
+           "all of them", _score_doors),
+    Metric("doors_f1", "F1 of doors (undirected edges)", _score_doors),
+    Metric("doors_tp", "doors matched", _score_doors),
+    Metric("doors_fp", "extracted doors an asserting area's complete door set does not have", _score_doors),
+    Metric("doors_fn", "truth doors not extracted", _score_doors),
+    Metric("doors_kind_accuracy", "matched doors whose extracted kind (door / secret_door) agrees / matched doors",
+           _score_doors),
+    Metric("doors_kind_matched", "matched doors whose kind agrees", _score_doors),
+    Metric("doors_kind_denominator", "matched doors", _score_doors),
+    Metric("doors_locked_accuracy", "matched doors with a stated lock whose extracted lock state agrees / all of "
+           "them", _score_doors),
+    Metric("doors_locked_matched", "matched doors whose lock state agrees", _score_doors),
+    Metric("doors_locked_denominator", "matched doors whose truth states the lock", _score_doors),
+    # ---- transitions
+    Metric("transitions_score", "transitions family score: mean of the non-null transitions F1 and kind accuracy",
+           compute_metrics),
+    Metric("transitions_recall", "truth vertical links (undirected key pairs, in-scope endpoints) of sites asserting "
+           "transitions that are extracted / all of them", _score_transitions),
+    Metric("transitions_precision", "extracted vertical links of sites asserting transitions that are true / all of "
+           "them", _score_transitions),
+    Metric("transitions_f1", "F1 of vertical links between levels", _score_transitions),
+    Metric("transitions_tp", "vertical links matched", _score_transitions),
+    Metric("transitions_fp", "extracted vertical links the truth does not have", _score_transitions),
+    Metric("transitions_fn", "truth vertical links not extracted", _score_transitions),
+    Metric("transitions_kind_accuracy", "matched links with a stated kind whose extracted kind agrees (after the "
+           "fold) / all of them", _score_transitions),
+    Metric("transitions_kind_matched", "matched links whose kind agrees", _score_transitions),
+    Metric("transitions_kind_denominator", "matched links whose truth states a kind", _score_transitions),
+    # ---- entrance
+    Metric("entrance_score", "entrance family score: entrance_accuracy", compute_metrics),
+    Metric("entrance_accuracy", "aligned sites asserting an in-scope entrance whose extracted entrance key is that "
+           "area / all of them (none extracted is wrong)", _score_site),
+    Metric("entrance_matched", "sites whose entrance agrees", _score_site),
+    Metric("entrance_denominator", "aligned sites whose truth asserts an in-scope entrance", _score_site),
+)
+
 SCORER = Scorer(
     name="adventure",
     score=score,
@@ -381,4 +501,5 @@ SCORER = Scorer(
     options_model=Options,
     extraction_model=AdventureExtraction,
     expected_extraction=expected_extraction,
+    metrics=METRICS,
 )
