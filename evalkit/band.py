@@ -25,7 +25,8 @@ independently recorded cassettes, or given as existing run folders) and writes
 
 Corpus means are taken over the members scored in *every* sweep, so a member missing from one
 sweep cannot masquerade as noise. The bootstrap (`evalkit.stats.mean_ci`) resamples members with
-a fixed seed derived per task and metric, so the same sweeps always give the same file. Numbers are rounded to 6 places.
+a fixed seed derived per task and metric, so the same sweeps always give the same file. Numbers are
+rounded to 6 places.
 """
 
 from __future__ import annotations

@@ -238,8 +238,8 @@ def check_cmd(run_dir, backends, out, justify, band_file, update_scoreboard, see
     from .backends import labels_slug
     from .band import band_path, collect, load_band
     from .regress import compare, parse_justify
-    from .stats import SEED
     from .scoreboard import ScoreboardError, board_path, entries_by_task, load_board, scan, update_scoreboard as update
+    from .stats import SEED
     from .status import ERROR, failure_of
     from .sweep import print_sweep_summary, sweep
 

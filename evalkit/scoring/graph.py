@@ -414,8 +414,8 @@ def corpus_metrics(results: Iterable[ScoreResult]) -> dict[str, float | int | No
 # Every metric `score` returns. Set figures over the axis's item rows: precision = matched / (matched +
 # spurious), recall = matched / (matched + missed), F1 = 2·tp / (2·tp + fp + fn); null when empty, never 0 or 1.
 METRICS = (
-    Metric("entities_precision", "extracted entities whose key (folded name, TYPE) is a true entity's / all "
-           "extracted (distinct keys)", _compare),
+    Metric("entities_precision", "extracted entities whose key (folded name, TYPE; the name alone with "
+           "entity_type_in_key: false) is a true entity's / all extracted (distinct keys)", _compare),
     Metric("entities_recall", "true entities whose key (folded name, TYPE) is extracted / all true (distinct keys)",
            _compare),
     Metric("entities_f1", "F1 of entity keys", _compare),
