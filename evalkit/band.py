@@ -24,13 +24,13 @@ independently recorded cassettes, or given as existing run folders) and writes
             }}}}}
 
 Corpus means are taken over the members scored in *every* sweep, so a member missing from one
-sweep cannot masquerade as noise. The bootstrap resamples members (with a fixed seed, derived per
-task and metric), so the same sweeps always give the same file. Numbers are rounded to 6 places.
+sweep cannot masquerade as noise. The bootstrap (`evalkit.stats.mean_ci`) resamples members with
+a fixed seed derived per task and metric, so the same sweeps always give the same file. Numbers are
+rounded to 6 places.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from pathlib import Path
@@ -39,9 +39,10 @@ from typing import Any, Iterable, Mapping, Sequence
 from .corpus import DEFAULT_CORPUS
 from .errors import EXIT_INVALID, CorpusError, EvalkitError, UsageError
 from .jsonio import read_json, write_text
-from .regress import DEFAULT_SEED, FLOOR, as_number, bootstrap_ci, is_gated, sub_seed
+from .regress import FLOOR, is_gated
 from .runfolder import scan
 from .scoreboard import numeric_metrics, redact_spec, write_json
+from .stats import CONFIDENCE, RESAMPLES, SEED, mean, mean_ci, sub_seed
 
 __all__ = ["BAND_NAME", "SCHEMA_VERSION", "BandError", "band_path", "collect", "compute_band", "write_band",
            "load_band", "render_markdown", "update_readme", "README_START", "README_END"]
@@ -97,7 +98,7 @@ def _one_label(data: Mapping[str, Mapping[str, Any]], root: Path, label: str | N
 
 
 def compute_band(sweeps: Sequence[str | Path], *, tasks: Iterable[str] | None = None, label: str | None = None,
-                 floor: float = FLOOR, seed: int = DEFAULT_SEED, resamples: int = 2000, confidence: float = 0.95,
+                 floor: float = FLOOR, seed: int = SEED, resamples: int = RESAMPLES, confidence: float = CONFIDENCE,
                  band_dir: str | Path = ".") -> dict[str, Any]:
     """The band.json content for N ≥ 2 sweep folders (see module docstring)."""
     if len(sweeps) < 2:
@@ -118,27 +119,18 @@ def compute_band(sweeps: Sequence[str | Path], *, tasks: Iterable[str] | None = 
         metrics = sorted({k for p in per_sweep for m in common for k in p[m]})
         block: dict[str, Any] = {}
         for metric in metrics:
-            means = []
-            for p in per_sweep:
-                xs = [as_number(p[m].get(metric)) for m in common]
-                xs = [x for x in xs if x is not None]
-                means.append(math.fsum(xs) / len(xs) if xs else None)
+            means = [mean(p[m].get(metric) for m in common) for p in per_sweep]
             known = [x for x in means if x is not None]
             if not known:
                 continue
             spread = max(known) - min(known)
-            member_means = []
-            for m in common:
-                xs = [as_number(p[m].get(metric)) for p in per_sweep]
-                xs = [x for x in xs if x is not None]
-                if xs:
-                    member_means.append(math.fsum(xs) / len(xs))
-            ci = bootstrap_ci(member_means, sub_seed(seed, task, metric), resamples, confidence)
+            member_means = [x for m in common if (x := mean(p[m].get(metric) for p in per_sweep)) is not None]
+            ci = mean_ci(member_means, sub_seed(seed, task, metric), resamples, confidence)
             block[metric] = {
                 "band": _r(max(spread, floor)),
                 "spread": _r(spread),
                 "sweep_means": [_r(x) for x in means],
-                "mean": _r(math.fsum(member_means) / len(member_means)) if member_means else None,
+                "mean": _r(mean(member_means)),
                 "ci": None if ci is None else [_r(ci[0]), _r(ci[1])],
                 "n": len(member_means),
                 "gated": is_gated(metric),

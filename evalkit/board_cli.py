@@ -153,7 +153,7 @@ def band_cmd(n_sweeps, backend, sweep_backends, from_runs, label, band_out, runs
     """
     from .backends import labels_slug
     from .band import band_path, compute_band, render_markdown, update_readme, write_band
-    from .regress import DEFAULT_SEED
+    from .stats import SEED
     from .sweep import print_sweep_summary, sweep
 
     modes = sum(bool(x) for x in (backend, sweep_backends, from_runs))
@@ -188,7 +188,7 @@ def band_cmd(n_sweeps, backend, sweep_backends, from_runs, label, band_out, runs
         if failed_codes and not allow_failures:
             raise _SweepFailed(max(failed_codes))
     path = band_out or band_path(corpus)
-    band = compute_band(roots, tasks=list(tasks) or None, label=label, seed=DEFAULT_SEED if seed is None else seed,
+    band = compute_band(roots, tasks=list(tasks) or None, label=label, seed=SEED if seed is None else seed,
                         resamples=resamples, confidence=confidence, band_dir=path.parent)
     write_band(path, band)
     md = render_markdown(band)
@@ -237,9 +237,10 @@ def check_cmd(run_dir, backends, out, justify, band_file, update_scoreboard, see
     """
     from .backends import labels_slug
     from .band import band_path, collect, load_band
-    from .regress import DEFAULT_SEED, compare, parse_justify
+    from .regress import compare, parse_justify
     from .runfolder import scan
     from .scoreboard import ScoreboardError, board_path, entries_by_task, load_board, update_scoreboard as update
+    from .stats import SEED
     from .status import ERROR, failure_of
     from .sweep import print_sweep_summary, sweep
 
@@ -271,7 +272,7 @@ def check_cmd(run_dir, backends, out, justify, band_file, update_scoreboard, see
             errors.setdefault(s.task, {}).setdefault(s.backend, {})[s.member] = str(failure_of(s.score()))
     standing = {t: {b: {m: e.get("metrics") or {} for m, e in per.items() if keep(t, m)} for b, per in d.items()}
                 for t, d in entries_by_task(standing_board, list(tasks) or None).items()}
-    cmp = compare(standing, new, band, seed=DEFAULT_SEED if seed is None else seed, justifications=justifications,
+    cmp = compare(standing, new, band, seed=SEED if seed is None else seed, justifications=justifications,
                   errors=errors)
     if band is None:
         click.echo(f"note: no band file at {band_file or band_path(corpus)}: every band is the 0.02 floor")

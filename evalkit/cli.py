@@ -355,6 +355,19 @@ def validate_cmd(corpus, sources):
     sys.exit(EXIT_OK)
 
 
+@main.command("metrics")
+@click.argument("tasks", nargs=-1)
+@CORPUS
+@click.option("--markdown", is_flag=True, help="Print docs/metrics.md (every task) instead of the table.")
+def metrics_cmd(tasks, corpus, markdown):
+    """Print the metrics TASK's scorer declares: name, definition, file:function (default: every task)."""
+    from . import metrics
+    from .corpus import load_tasks
+
+    loaded = load_tasks(corpus or DEFAULT_CORPUS, list(tasks) or None)
+    click.echo(metrics.markdown(loaded) if markdown else "\n".join(metrics.text(t) for t in loaded), nl=False)
+
+
 from .board_cli import COMMANDS as _BOARD_COMMANDS  # noqa: E402
 
 for _command in _BOARD_COMMANDS:

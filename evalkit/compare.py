@@ -4,9 +4,10 @@ Everything here reads the run folder only (run.json, each member's
 extraction.json / score.json / judgments.json, the task's pairwise.json):
 
 * `f1_table`: per backend and axis, strict and judged micro F1 with a
-  bootstrap confidence interval over members (members resampled with
-  replacement, micro F1 recomputed from the resample's summed tp/fp/fn;
-  a fixed seed, so the same run gives the same interval);
+  bootstrap confidence interval over members (`evalkit.stats.micro_f1_ci`:
+  members resampled with replacement, micro F1 recomputed from the
+  resample's summed tp/fp/fn; a fixed seed, so the same run gives the same
+  interval);
 * `calls_table`: per backend, latency percentiles, error rate, structured-
   output counts (parse outcomes), tokens and USD (`evalkit.pool.summarize_calls`
   over the extraction calls' run blocks), and, under a strict ontology,
@@ -36,11 +37,9 @@ import pandas as pd
 
 from . import runfolder
 from .errors import CorpusError
+from .stats import CONFIDENCE, RESAMPLES, SEED, micro_f1, micro_f1_ci
 from .status import SCORED
 
-SEED = 20261130
-N_BOOT = 2000
-LEVEL = 0.95
 AXES = ("entities", "relations")
 INCONSISTENCY_MARK = 0.20
 
@@ -128,40 +127,15 @@ def _counts(members: pd.DataFrame, backend: str, prefix: str) -> np.ndarray | No
     return values.to_numpy(dtype=float)
 
 
-def micro_f1(counts: np.ndarray) -> float | None:
-    tp, fp, fn = counts.sum(axis=0)
-    denom = 2 * tp + fp + fn
-    return None if denom == 0 else float(2 * tp / denom)
-
-
-def bootstrap_ci(counts: np.ndarray, n_boot: int = N_BOOT, seed: int = SEED, level: float = LEVEL
-                 ) -> tuple[float | None, float | None]:
-    """Percentile interval of micro F1 over members resampled with replacement (fixed seed)."""
-    n = len(counts)
-    if n == 0:
-        return None, None
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(n_boot, n))
-    sums = counts[idx].sum(axis=1)  # (n_boot, 3)
-    denom = 2 * sums[:, 0] + sums[:, 1] + sums[:, 2]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        f1 = np.where(denom > 0, 2 * sums[:, 0] / np.where(denom > 0, denom, 1), np.nan)
-    f1 = f1[~np.isnan(f1)]
-    if not len(f1):
-        return None, None
-    alpha = (1 - level) / 2
-    return float(np.quantile(f1, alpha)), float(np.quantile(f1, 1 - alpha))
-
-
-def f1_figures(c: Comparison, n_boot: int = N_BOOT, seed: int = SEED) -> list[dict[str, Any]]:
-    """Per backend, axis and kind (strict / judged): micro F1, its bootstrap CI, members."""
+def f1_figures(c: Comparison, n_boot: int = RESAMPLES, seed: int = SEED) -> list[dict[str, Any]]:
+    """Per backend, axis and kind (strict / judged): micro F1, its bootstrap CI (`evalkit.stats`), members."""
     out = []
     for b in c.backends:
         for axis in AXES:
             for kind, prefix in (("strict", axis), ("judged", f"judged_{axis}")):
                 counts = _counts(c.members, b, prefix)
                 f1 = micro_f1(counts) if counts is not None else None
-                lo, hi = bootstrap_ci(counts, n_boot, seed) if counts is not None and f1 is not None else (None, None)
+                lo, hi = (micro_f1_ci(counts, seed, n_boot) if f1 is not None else None) or (None, None)
                 out.append({"backend": b, "axis": axis, "kind": kind, "f1": f1, "ci_low": lo, "ci_high": hi,
                             "members": 0 if counts is None else len(counts)})
     return out
@@ -173,12 +147,12 @@ def _fig(value: Any, digits: int = 3) -> str:
     return figure(value, digits)
 
 
-def f1_table(c: Comparison, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFrame:
+def f1_table(c: Comparison, n_boot: int = RESAMPLES, seed: int = SEED) -> pd.DataFrame:
     rows = []
     for r in f1_figures(c, n_boot, seed):
         ci = "—" if r["ci_low"] is None else f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]"
         rows.append({"backend": r["backend"], "axis": r["axis"], "kind": r["kind"], "micro F1": _fig(r["f1"]),
-                     f"{LEVEL:.0%} CI": ci, "members": r["members"]})
+                     f"{CONFIDENCE:.0%} CI": ci, "members": r["members"]})
     return pd.DataFrame(rows)
 
 

@@ -28,7 +28,7 @@ from .scoreboard import _selected, locked, numeric_metrics
 from .status import ERROR, SCORED, failure_of
 
 __all__ = ["INDEX_NAME", "index_path", "history_lines", "append_history", "read_history", "history_frame",
-           "trend_frame", "trend_chart"]
+           "trend_frame", "run_means", "trend_chart"]
 
 INDEX_NAME = "index.jsonl"
 
@@ -127,8 +127,14 @@ def trend_frame(index: str | Path, task: str | None = None, metric: str = "score
         df = df[df.task == task]
     if df.empty:
         return pd.DataFrame(columns=["task", "backend", "run_id", "time", "value", "members"])
-    g = (df.groupby(["task", "backend", "run_id"], as_index=False)
-           .agg(time=("time", "min"), value=("value", "mean"), members=("member", "nunique")))
+    return run_means(df)
+
+
+def run_means(lines):
+    """The points of a trend: per (task, backend, run), the mean `value` over its members (`member`
+    counted), at the run's earliest `time`; ordered by task, backend and time."""
+    g = (lines.groupby(["task", "backend", "run_id"], as_index=False)
+              .agg(time=("time", "min"), value=("value", "mean"), members=("member", "nunique")))
     return g.sort_values(["task", "backend", "time", "run_id"]).reset_index(drop=True)
 
 

@@ -17,29 +17,22 @@ A member × backend that errored in the new sweep (`evalkit.status`: no score) i
 it is named in the notes and left out of both means of the pair.
 
 Every regression and improvement carries a one-sided paired sign-flip permutation p-value over
-members (exact up to 16 members, else 20 000 seeded random flips): deterministic for the same inputs.
+members (`evalkit.stats.sign_flip_p`: exact up to 16 members, else 20 000 seeded random flips):
+deterministic for the same inputs.
 It informs the reader; the band decides.
 """
 
 from __future__ import annotations
 
-import math
-import zlib
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping
 
-import numpy as np
+from .stats import SEED, as_number, mean, sign_flip_p, sub_seed
 
-__all__ = [
-    "FLOOR", "DEFAULT_SEED", "HIGHER_IS_BETTER", "is_gated", "direction", "as_number", "corpus_mean",
-    "bootstrap_ci", "sign_flip_p", "Change", "Comparison", "compare", "parse_justify", "sub_seed",
-]
+__all__ = ["FLOOR", "HIGHER_IS_BETTER", "is_gated", "direction", "Change", "Comparison", "compare", "parse_justify"]
 
 FLOOR = 0.02  # the smallest band: an absolute 2 points on a 0..1 metric
-DEFAULT_SEED = 20261130
-EXACT_MAX_N = 16
-MC_FLIPS = 20_000
-EPS = 1e-12
+EPS = 1e-12  # a difference within float noise of the band is not outside it
 HIGHER_IS_BETTER = ("score", "accuracy", "precision", "recall", "f1", "agrees")
 
 
@@ -51,65 +44,6 @@ def direction(metric: str) -> str | None:
 
 def is_gated(metric: str) -> bool:
     return direction(metric) is not None
-
-
-def as_number(value: Any) -> float | None:
-    """Numbers and booleans as float; None, NaN and anything else as None."""
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)):
-        return float(value)
-    return None
-
-
-def corpus_mean(values: Iterable[Any]) -> float | None:
-    xs = [x for x in (as_number(v) for v in values) if x is not None]
-    return math.fsum(xs) / len(xs) if xs else None
-
-
-def sub_seed(seed: int, *parts: str) -> list[int]:
-    """A per-(task, metric) seed: adding a metric never changes another's resamples."""
-    return [int(seed), *(zlib.crc32(p.encode("utf-8")) for p in parts)]
-
-
-def bootstrap_ci(values: Sequence[float], seed: Sequence[int] | int, resamples: int = 2000,
-                 confidence: float = 0.95) -> tuple[float, float] | None:
-    """Percentile bootstrap CI of the mean over `values` (members), deterministic for a seed."""
-    x = np.asarray([v for v in values if v is not None], dtype=float)
-    if x.size == 0:
-        return None
-    if x.size == 1 or np.all(x == x[0]):
-        return float(x[0]), float(x[0])
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, x.size, size=(resamples, x.size))
-    means = x[idx].mean(axis=1)
-    alpha = (1 - confidence) / 2
-    lo, hi = np.quantile(means, [alpha, 1 - alpha])
-    return float(lo), float(hi)
-
-
-def sign_flip_p(differences: Sequence[float], alternative: str = "less", seed: Sequence[int] | int = DEFAULT_SEED) -> float | None:
-    """One-sided paired sign-flip permutation p-value for the mean of `differences` (new − standing).
-
-    ``alternative="less"``: evidence that new < standing (a drop); ``"greater"``: new > standing.
-    Exact enumeration of all 2^n sign patterns for n ≤ 16, else 20 000 seeded random patterns
-    (with the +1 correction). None when there are no pairs.
-    """
-    d = np.asarray([x for x in differences if x is not None], dtype=float)
-    n = d.size
-    if n == 0:
-        return None
-    observed = d.mean()
-    if n <= EXACT_MAX_N:
-        patterns = ((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1) * 2 - 1
-        stats = (patterns * d).mean(axis=1)
-        hits = np.sum(stats <= observed + EPS) if alternative == "less" else np.sum(stats >= observed - EPS)
-        return float(hits / stats.size)
-    rng = np.random.default_rng(seed)
-    patterns = rng.integers(0, 2, size=(MC_FLIPS, n)) * 2 - 1
-    stats = (patterns * d).mean(axis=1)
-    hits = np.sum(stats <= observed + EPS) if alternative == "less" else np.sum(stats >= observed - EPS)
-    return float((hits + 1) / (MC_FLIPS + 1))
 
 
 @dataclass
@@ -171,7 +105,7 @@ def band_for(band: Mapping[str, Any] | None, task: str, metric: str) -> tuple[fl
 
 def compare(standing: Mapping[str, Mapping[str, Mapping[str, Any]]],
             new: Mapping[str, Mapping[str, Mapping[str, Mapping[str, Any]]]],
-            band: Mapping[str, Any] | None, *, seed: int = DEFAULT_SEED,
+            band: Mapping[str, Any] | None, *, seed: int = SEED,
             justifications: Mapping[str, str] | None = None,
             errors: Mapping[str, Mapping[str, Mapping[str, str]]] | None = None) -> Comparison:
     """Compare `new` with `standing`, both ``{task: {backend: {member: metrics}}}``.
@@ -205,8 +139,7 @@ def compare(standing: Mapping[str, Mapping[str, Mapping[str, Any]]],
                 pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
                 if not pairs:
                     continue
-                s_mean = math.fsum(a for a, _ in pairs) / len(pairs)
-                n_mean = math.fsum(b for _, b in pairs) / len(pairs)
+                s_mean, n_mean = mean(a for a, _ in pairs), mean(b for _, b in pairs)
                 width, source = band_for(band, task, metric)
                 if s_mean - n_mean > width + EPS:
                     kind, alt = "regression", "less"

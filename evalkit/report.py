@@ -242,14 +242,14 @@ def run_trend(run_dir: str | Path, task: str, metric: str | None = None,
     The history is ``<runs>/index.jsonl`` (`evalkit.history.index_path`), which
     a run joins when it has finished, so this run is usually not in it yet.
     When it holds at least `min_runs` earlier runs of the task, the frame
-    (one row per backend × run: the mean of `metric` over the members, like
-    `evalkit.history.trend_frame`) has those runs and this one (its member ×
+    (one row per backend × run: the mean of `metric` over the members,
+    `evalkit.history.run_means`) has those runs and this one (its member ×
     backend lines replace any of the history); otherwise the frame is None.
     Counting *earlier* runs keeps the report of a run independent of the one
     before it until there is a trend to show.
     """
     from .errors import EvalkitError
-    from .history import history_lines, index_path, read_history
+    from .history import history_lines, index_path, read_history, run_means
 
     run_dir = Path(run_dir).resolve()
     metric = metric or headline_metric(run_dir, task)
@@ -272,9 +272,7 @@ def run_trend(run_dir: str | Path, task: str, metric: str | None = None,
     df = pd.DataFrame([{"task": task, "backend": line.get("backend"), "run_id": line.get("run_id"),
                         "time": line.get("time"), "member": line.get("member"),
                         "value": float(line["metrics"][metric])} for line in lines + current])
-    g = (df.groupby(["task", "backend", "run_id"], as_index=False)
-           .agg(time=("time", "min"), value=("value", "mean"), members=("member", "nunique")))
-    return g.sort_values(["task", "backend", "time", "run_id"]).reset_index(drop=True), metric, earlier
+    return run_means(df), metric, earlier
 
 
 def backend_calls(members: pd.DataFrame) -> pd.DataFrame:

@@ -59,7 +59,7 @@ def score(task, member, record, document_text=""):
 
 
 def test_task_loads_with_its_scorer_plugin(task):
-    assert task.spec.scorer == "scorer.py:SCORER" and task.scorer.name == "adventure"
+    assert task.spec.scorer == "scorer/:SCORER" and task.scorer.name == "adventure"
     assert task.scorer.truth_model.__name__ == "AdventureTruth"
     assert {m.name for m in task.member_dirs()} >= {*PDF_MEMBERS, "jn1-chaotic-caves"}
 

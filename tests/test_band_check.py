@@ -14,7 +14,8 @@ import pytest
 
 from corpus_factory import add_member, cli, write_yaml
 from evalkit.band import README_END, README_START, compute_band, render_markdown
-from evalkit.regress import bootstrap_ci, compare, direction, sign_flip_p
+from evalkit.regress import compare, direction
+from evalkit.stats import mean_ci, sign_flip_p
 
 TASK = {
     "id": "memos",
@@ -182,12 +183,12 @@ def test_sign_flip_is_exact_and_one_sided():
     assert sign_flip_p(big, "less", seed=1) == sign_flip_p(big, "less", seed=1) < 0.001
 
 
-def test_bootstrap_ci_is_deterministic():
+def test_mean_ci_is_deterministic():
     xs = [0.5, 0.9, 1.0, 0.7, 0.8]
-    assert bootstrap_ci(xs, 7) == bootstrap_ci(xs, 7)
-    lo, hi = bootstrap_ci(xs, 7)
+    assert mean_ci(xs, 7) == mean_ci(xs, 7)
+    lo, hi = mean_ci(xs, 7)
     assert lo < sum(xs) / len(xs) < hi
-    assert bootstrap_ci([0.4], 7) == (0.4, 0.4) and bootstrap_ci([], 7) is None
+    assert mean_ci([0.4], 7) == (0.4, 0.4) and mean_ci([], 7) is None
 
 
 def test_compare_pairs_members_and_uses_band():

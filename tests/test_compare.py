@@ -8,21 +8,21 @@ import re
 import numpy as np
 import pytest
 
-from evalkit import compare
+from evalkit import compare, stats
 from servers.fixtures import *  # noqa: F401,F403
 from test_judge import cli, evalkit, python_judge, run_graph, two_cassettes
 
 
 def test_bootstrap_ci_is_seeded_and_brackets_the_micro_f1():
     counts = np.array([[8, 2, 1], [3, 0, 4], [5, 5, 0], [9, 1, 1]], dtype=float)
-    f1 = compare.micro_f1(counts)
+    f1 = stats.micro_f1(counts)
     assert f1 == pytest.approx(2 * 25 / (2 * 25 + 8 + 6))
-    lo, hi = compare.bootstrap_ci(counts, n_boot=500, seed=7)
-    assert (lo, hi) == compare.bootstrap_ci(counts, n_boot=500, seed=7)  # same seed, same interval
+    lo, hi = stats.micro_f1_ci(counts, resamples=500, seed=7)
+    assert (lo, hi) == stats.micro_f1_ci(counts, resamples=500, seed=7)  # same seed, same interval
     assert lo <= f1 <= hi and lo < hi
-    assert compare.bootstrap_ci(np.array([[2, 0, 0]], dtype=float)) == (1.0, 1.0)
-    assert compare.bootstrap_ci(np.zeros((0, 3))) == (None, None)
-    assert compare.micro_f1(np.zeros((2, 3))) is None
+    assert stats.micro_f1_ci(np.array([[2, 0, 0]], dtype=float)) == (1.0, 1.0)
+    assert stats.micro_f1_ci(np.zeros((0, 3))) is None
+    assert stats.micro_f1(np.zeros((2, 3))) is None
 
 
 def test_figures_from_a_judged_run(tmp_path):

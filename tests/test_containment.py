@@ -201,6 +201,36 @@ def test_scorer_outside_its_task_folder_is_never_imported(world, opened):
     assert not (outside / "IMPORTED").exists()
 
 
+def test_scorer_package_reaching_outside_its_task_folder_is_never_imported(world, opened):
+    """``scorer: DIR/:ATTR``: the package folder and every file and folder in it stay inside the task folder."""
+    tmp_path, corpus, member, outside = world
+    task_yaml = corpus / "memos" / "task.yaml"
+    (outside / "pkg").mkdir()
+    (outside / "pkg" / "__init__.py").write_text(EVIL)
+    write_yaml(task_yaml, {**yaml.safe_load(task_yaml.read_text()), "scorer": "../../outside/pkg/:S"})
+    check_refusal(tmp_path, corpus, opened, outside, ["the scorer package", "its task folder"])
+    (corpus / "memos" / "pkg").symlink_to(outside / "pkg", target_is_directory=True)
+    write_yaml(task_yaml, {**yaml.safe_load(task_yaml.read_text()), "scorer": "pkg/:S"})
+    check_refusal(tmp_path, corpus, opened, outside, [f"{corpus / 'memos' / 'pkg'}: the scorer package"])
+    assert not (outside / "pkg" / "IMPORTED").exists()
+    # A package inside whose submodule (or subpackage) is a link to outside: refused before its
+    # __init__ runs, though only the submodule would have reached out.
+    (corpus / "memos" / "pkg").unlink()
+    inner = corpus / "memos" / "pkg"
+    inner.mkdir()
+    (inner / "__init__.py").write_text(EVIL.replace("fields import SCORER as S", "fields import SCORER as S\n"
+                                                    "from . import helper  # noqa"))
+    (outside / "helper.py").write_text(EVIL)
+    (inner / "helper.py").symlink_to(outside / "helper.py")
+    check_refusal(tmp_path, corpus, opened, outside, [f"{inner / 'helper.py'}: a file of the scorer package",
+                                                      "its task folder"])
+    (inner / "helper.py").unlink()
+    (inner / "sub").symlink_to(outside / "pkg", target_is_directory=True)
+    check_refusal(tmp_path, corpus, opened, outside, [f"{inner / 'sub'}: a file of the scorer package"])
+    assert not (inner / "IMPORTED").exists() and not (outside / "IMPORTED").exists()
+    assert not (outside / "pkg" / "IMPORTED").exists()
+
+
 def _outside_task(root: Path) -> Path:
     """A task folder ``x`` under `root` whose scorer leaves a marker when imported, with a member ``m``."""
     task = root / "x"

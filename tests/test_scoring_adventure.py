@@ -1,4 +1,4 @@
-"""The `adventure` scorer plugin (corpus/adventure/scorer.py): one test per rule of
+"""The `adventure` scorer plugin (the corpus/adventure/scorer/ package): one test per rule of
 docs/scoring-adventure.md, on small synthetic truths, plus the generic tree helpers."""
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ def task():
 
 @pytest.fixture(scope="module")
 def mod(task):
-    return sys.modules[task.scorer.score.__module__]
+    """The scorer package (task.yaml: ``scorer: scorer/:SCORER``)."""
+    return sys.modules[task.scorer.score.__module__.rpartition(".")[0]]
 
 
 def run(task, truth: dict, extraction, *, scope=None, options=None):
@@ -480,7 +481,7 @@ def test_tree_alignment_helpers():
 
 
 def test_the_fold_is_the_shared_one(mod):
-    assert mod.fold is text_mod.fold
+    assert mod.models.fold is text_mod.fold and mod.families.fold is text_mod.fold and mod.catalog.fold is text_mod.fold
 
 
 def test_a_record_off_the_schema_scores_as_empty_with_a_note(task):

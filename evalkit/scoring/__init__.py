@@ -1,9 +1,12 @@
 """Scorers, found by name through the `evalkit.scorers` entry-point group.
 
-A task names its scorer in task.yaml: a registered name (``fields``), or
-``FILE.py:ATTR`` for a scorer file beside the task.yaml, so a user can add a
-task with its own scorer without editing evalkit. The file must resolve inside
-its task folder (symlinks followed), or it is refused before it is imported.
+A task names its scorer in task.yaml: a registered name (``fields``),
+``FILE.py:ATTR`` for a scorer file beside the task.yaml, or ``DIR/:ATTR`` for a
+scorer package (a folder with an ``__init__.py``; its modules import each other
+relatively), so a user can add a task with its own scorer without editing
+evalkit. The file, or the package folder and every file and folder in it, must
+resolve inside the task folder (symlinks followed), or it is refused before
+anything is imported.
 """
 
 from __future__ import annotations
@@ -15,9 +18,9 @@ from pathlib import Path
 
 from ..errors import CorpusError
 from ..paths import inside
-from .base import Scorer, ScoreContext, ScoreResult, ratio
+from .base import Metric, Scorer, ScoreContext, ScoreResult, ratio
 
-__all__ = ["Scorer", "ScoreContext", "ScoreResult", "ratio", "load_scorer"]
+__all__ = ["Metric", "Scorer", "ScoreContext", "ScoreResult", "ratio", "load_scorer"]
 
 GROUP = "evalkit.scorers"
 
@@ -39,20 +42,36 @@ def _import_attr(target: str) -> object:
     return getattr(mod, attr)
 
 
+def _local(task_dir: Path, ref: str) -> Scorer:
+    """``FILE.py:ATTR`` or ``DIR/:ATTR`` beside task.yaml, imported once every file it could import from
+    resolves inside the task folder."""
+    file, _, attr = ref.partition(":")
+    package = file.endswith("/")
+    what = "the scorer package (task.yaml scorer:)" if package else "the scorer file (task.yaml scorer:)"
+    path = inside(task_dir, task_dir / file, what, "its task folder").resolve()
+    entry = path / "__init__.py" if package else path
+    if not entry.is_file():
+        raise CorpusError(f"{task_dir / 'task.yaml'}: scorer: {'package' if package else 'file'} {file!r} not found "
+                          f"beside task.yaml{' (a folder with an __init__.py)' if package else ''}")
+    if package:  # a submodule (or a folder of them) linked in from outside would be imported too
+        for p in sorted(path.rglob("*")):
+            inside(task_dir, p, "a file of the scorer package (task.yaml scorer:)", "its task folder")
+    modname = f"evalkit_task_scorer_{task_dir.name.replace('-', '_')}"
+    for name in [n for n in sys.modules if n == modname or n.startswith(f"{modname}.")]:
+        del sys.modules[name]  # another task folder of the same name may have been loaded before
+    spec = importlib.util.spec_from_file_location(modname, entry,
+                                                  submodule_search_locations=[str(path)] if package else None)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[modname] = mod
+    spec.loader.exec_module(mod)
+    if not hasattr(mod, attr):
+        raise CorpusError(f"{entry}: has no attribute {attr!r} (named by task.yaml scorer:)")
+    return _as_scorer(getattr(mod, attr), ref)
+
+
 def load_scorer(ref: str, task_dir: Path) -> Scorer:
-    if ":" in ref and ref.split(":", 1)[0].endswith(".py"):
-        file, _, attr = ref.partition(":")
-        path = inside(task_dir, task_dir / file, "the scorer file (task.yaml scorer:)", "its task folder").resolve()
-        if not path.is_file():
-            raise CorpusError(f"{task_dir / 'task.yaml'}: scorer: file {file!r} not found beside task.yaml")
-        modname = f"evalkit_task_scorer_{task_dir.name.replace('-', '_')}"
-        spec = importlib.util.spec_from_file_location(modname, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[modname] = mod
-        spec.loader.exec_module(mod)
-        if not hasattr(mod, attr):
-            raise CorpusError(f"{path}: has no attribute {attr!r} (named by task.yaml scorer:)")
-        return _as_scorer(getattr(mod, attr), ref)
+    if ":" in ref and ref.split(":", 1)[0].endswith((".py", "/")):
+        return _local(task_dir, ref)
     for ep in entry_points(group=GROUP):
         if ep.name == ref:
             return _as_scorer(ep.load(), ref)

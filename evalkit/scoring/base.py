@@ -4,7 +4,8 @@ A scorer is a plain function ``score(extraction, truth, ctx) -> ScoreResult``.
 `extraction` is the backend's record (a dict, or None when it produced
 nothing usable); `truth` is the member's truth.yaml as validated by the
 scorer's `truth_model`. Every metric is an aggregate over `items`: one row per
-compared item with its outcome and the reason for it.
+compared item with its outcome and the reason for it; a `Scorer` declares each
+metric it returns (`Metric`: name, definition, the function behind it).
 """
 
 from __future__ import annotations
@@ -49,6 +50,17 @@ ScoreFn = Callable[[Any, Any, ScoreContext], ScoreResult]
 
 
 @dataclass(frozen=True)
+class Metric:
+    """One metric a scorer declares: its name (a key of `ScoreResult.metrics`, written as a literal here so
+    that grepping the name finds its rule), a one-line definition, and the function that computes it — for
+    a figure aggregated from the item table, the function that writes those rows (`evalkit metrics TASK`)."""
+
+    name: str
+    definition: str
+    function: Callable[..., Any]
+
+
+@dataclass(frozen=True)
 class Scorer:
     """A scoring function plus the models that validate its inputs at load time."""
 
@@ -61,6 +73,7 @@ class Scorer:
     expected_extraction: Callable[[Any], dict[str, Any]] = lambda truth: (
         truth.model_dump(mode="json") if isinstance(truth, BaseModel) else dict(truth)
     )
+    metrics: tuple[Metric, ...] = ()  # every metric `score` can return, declared (empty: undeclared)
 
 
 def ratio(numerator: float, denominator: float) -> float | None:

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from ..models import FieldsTruth, Strict
-from .base import Scorer, ScoreContext, ScoreResult, ratio
+from .base import Metric, Scorer, ScoreContext, ScoreResult, ratio
 from .gate import GateOptions, GateResult, is_missing, run_gate
 from .normalize import (
     normalize_id,
@@ -388,10 +388,27 @@ def score(extraction: Any, truth: FieldsTruth, ctx: ScoreContext) -> ScoreResult
     )
 
 
+# Every metric `score` returns; the rows behind the counts and the score are written by `_row`.
+METRICS = (
+    Metric("score", "Σ credit / Σ weight over the spec's fields (a hallucinated identifier weighs weight × "
+           "hallucination_penalty)", _row),
+    Metric("field_accuracy", "fields whose outcome is match / the spec's fields", _row),
+    Metric("matched", "fields equal to the truth under their kind's rule (both null included)", _row),
+    Metric("mismatched", "fields with a value on both sides that differ under their kind's rule", _row),
+    Metric("missing", "fields the truth fills and the extraction leaves null", _row),
+    Metric("extra", "fields the truth leaves null and the extraction fills", _row),
+    Metric("hallucinated", "identifier fields whose extracted value does not occur in the source text", _row),
+    Metric("gate_agrees", "the gate's missing fields and blocking verdict on the extraction equal the truth's "
+           "expected_missing_fields and expected_blocking", score),
+    Metric("gate_blocking", "the gate blocks the extraction: a required field missing, or a sum_equals rule broken "
+           "or unreadable", run_gate),
+)
+
 SCORER = Scorer(
     name="fields",
     score=score,
     truth_model=FieldsTruth,
     options_model=FieldsOptions,
     expected_extraction=lambda t: dict(t.record),
+    metrics=METRICS,
 )

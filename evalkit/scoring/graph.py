@@ -53,7 +53,9 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from ..models import Strict as _Strict
-from .base import Scorer, ScoreContext, ScoreResult, ratio
+from ..ontology import compliance
+from ..stats import macro_f1, summed
+from .base import Metric, Scorer, ScoreContext, ScoreResult
 from .sets import PRF, match_sets
 from .text import fold, token_f1
 
@@ -308,7 +310,7 @@ def score(extraction: dict[str, Any] | None, truth: GraphTruth, ctx: ScoreContex
     if ontology:
         details["ontology_mode"] = ontology.get("mode")
         if ontology.get("mode") == "strict":
-            from ..ontology import Ontology, compliance
+            from ..ontology import Ontology
 
             figures = compliance(record, Ontology.from_json(ontology))
             metrics["vocabulary_compliance"] = figures["vocabulary_compliance"]
@@ -372,6 +374,10 @@ def _show(item: Any) -> str:
     return repr(item)
 
 
+def _counts(result: ScoreResult, prefix: str) -> tuple[int, int, int]:
+    return tuple(int(result.metrics.get(f"{prefix}_{c}") or 0) for c in ("tp", "fp", "fn"))
+
+
 def corpus_metrics(results: Iterable[ScoreResult]) -> dict[str, float | int | None]:
     """Corpus-level figures over members' results.
 
@@ -387,13 +393,12 @@ def corpus_metrics(results: Iterable[ScoreResult]) -> dict[str, float | int | No
     results = list(results)
     out: dict[str, float | int | None] = {"members": len(results)}
     for axis in SET_AXES:
-        prf = PRF(*(sum(int(r.metrics.get(f"{axis}_{c}") or 0) for r in results) for c in ("tp", "fp", "fn")))
-        out.update(prf.metrics(axis))
+        out.update(PRF(*summed(_counts(r, axis) for r in results)).metrics(axis))
         f1s = [r.metrics[f"{axis}_f1"] for r in results if r.metrics.get(f"{axis}_f1") is not None]
-        out[f"{axis}_macro_f1"] = ratio(sum(f1s), len(f1s))
+        out[f"{axis}_macro_f1"] = macro_f1(f1s)
         out[f"{axis}_members"] = len(f1s)
     summaries = [r.metrics["summary_f1"] for r in results if r.metrics.get("summary_f1") is not None]
-    out["summary_f1"] = ratio(sum(summaries), len(summaries))
+    out["summary_f1"] = macro_f1(summaries)
     out["summary_members"] = len(summaries)
     for name in JUDGED:
         out[name] = None
@@ -401,10 +406,60 @@ def corpus_metrics(results: Iterable[ScoreResult]) -> dict[str, float | int | No
         judged = [r for r in results if r.metrics.get(f"judged_{axis}_tp") is not None]
         out[f"judged_{axis}_members"] = len(judged)
         if judged and len(judged) == len(results):
-            prf = PRF(*(sum(int(r.metrics[f"judged_{axis}_{c}"]) for r in judged) for c in ("tp", "fp", "fn")))
+            prf = PRF(*summed(_counts(r, f"judged_{axis}") for r in judged))
             out.update({k: v for k, v in prf.metrics(f"judged_{axis}").items() if not k.endswith(("_tp", "_fp", "_fn"))})
     return out
 
+
+# Every metric `score` returns. Set figures over the axis's item rows: precision = matched / (matched +
+# spurious), recall = matched / (matched + missed), F1 = 2·tp / (2·tp + fp + fn); null when empty, never 0 or 1.
+METRICS = (
+    Metric("entities_precision", "extracted entities whose key (folded name, TYPE; the name alone with "
+           "entity_type_in_key: false) is a true entity's / all extracted (distinct keys)", _compare),
+    Metric("entities_recall", "true entities whose key (folded name, TYPE) is extracted / all true (distinct keys)",
+           _compare),
+    Metric("entities_f1", "F1 of entity keys", _compare),
+    Metric("entities_tp", "entity keys on both sides", _compare),
+    Metric("entities_fp", "entity keys extracted only (spurious)", _compare),
+    Metric("entities_fn", "entity keys in the truth only (missed)", _compare),
+    Metric("relations_precision", "extracted relations whose key (folded head, relation, tail; symmetric labels "
+           "unordered) is true / all extracted", _compare),
+    Metric("relations_recall", "true relations whose key (folded head, relation, tail) is extracted / all true",
+           _compare),
+    Metric("relations_f1", "F1 of relation keys: the member's score", _compare),
+    Metric("relations_tp", "relation keys on both sides", _compare),
+    Metric("relations_fp", "relation keys extracted only (spurious)", _compare),
+    Metric("relations_fn", "relation keys in the truth only (missed)", _compare),
+    Metric("summary_f1", "SQuAD token F1 of the extracted summary against the true one; null when the truth has "
+           "none", token_f1),
+    Metric("judged_entities_precision", "entities precision with the judge-accepted (missed, spurious) pairs "
+           "counted as matches; null unless judged", _apply_judgments),
+    Metric("judged_entities_recall", "entities recall with the judge-accepted pairs counted as matches; null "
+           "unless judged", _apply_judgments),
+    Metric("judged_entities_f1", "entities F1 with the judge-accepted pairs counted as matches; null unless judged",
+           _apply_judgments),
+    Metric("judged_entities_tp", "entities_tp + judge-accepted entity pairs (only when judged)", _apply_judgments),
+    Metric("judged_entities_fp", "entities_fp − judge-accepted entity pairs (only when judged)", _apply_judgments),
+    Metric("judged_entities_fn", "entities_fn − judge-accepted entity pairs (only when judged)", _apply_judgments),
+    Metric("judged_entities_accepted", "(missed, spurious) entity pairs the judge accepted as the same (only when "
+           "judged)", _apply_judgments),
+    Metric("judged_relations_precision", "relations precision with the judge-accepted (missed, spurious) pairs "
+           "counted as matches; null unless judged", _apply_judgments),
+    Metric("judged_relations_recall", "relations recall with the judge-accepted pairs counted as matches; null "
+           "unless judged", _apply_judgments),
+    Metric("judged_relations_f1", "relations F1 with the judge-accepted pairs counted as matches; null unless "
+           "judged", _apply_judgments),
+    Metric("judged_relations_tp", "relations_tp + judge-accepted relation pairs (only when judged)",
+           _apply_judgments),
+    Metric("judged_relations_fp", "relations_fp − judge-accepted relation pairs (only when judged)",
+           _apply_judgments),
+    Metric("judged_relations_fn", "relations_fn − judge-accepted relation pairs (only when judged)",
+           _apply_judgments),
+    Metric("judged_relations_accepted", "(missed, spurious) relation pairs the judge accepted as the same (only "
+           "when judged)", _apply_judgments),
+    Metric("vocabulary_compliance", "emitted entity types and relation labels inside the ontology / all emitted "
+           "(only under --ontology-mode strict)", compliance),
+)
 
 SCORER = Scorer(
     name="graph",
@@ -413,4 +468,5 @@ SCORER = Scorer(
     options_model=GraphOptions,
     extraction_model=GraphExtraction,
     expected_extraction=expected_extraction,
+    metrics=METRICS,
 )

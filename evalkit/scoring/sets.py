@@ -11,6 +11,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .. import stats
 from .base import ratio
 
 
@@ -30,8 +31,7 @@ class PRF:
 
     @property
     def f1(self) -> float | None:
-        # F1 from counts (2TP / (2TP+FP+FN)); None when both sides are empty.
-        return ratio(2 * self.tp, 2 * self.tp + self.fp + self.fn)
+        return stats.f1(self.tp, self.fp, self.fn)
 
     def metrics(self, prefix: str) -> dict[str, float | int | None]:
         return {f"{prefix}_precision": self.precision, f"{prefix}_recall": self.recall, f"{prefix}_f1": self.f1,

@@ -1,0 +1,164 @@
+"""The statistics evalkit reports, each defined once: pure, deterministic, numpy only.
+
+* `SEED`, `sub_seed`: the one default seed of every resampling (bootstrap intervals, random sign
+  flips), and the per-(task, metric, …) stream derived from it, so adding a metric never moves
+  another's figures.
+* `as_number`, `mean`: a metric value as a float (None, NaN and anything not a number or a bool are
+  missing), and the mean over members of the values that are present (`math.fsum`).
+* `f1`, `micro_f1`, `macro_f1`: F1 from counts, 2·TP / (2·TP + FP + FN), None when there is nothing
+  on either side (never 0 or 1); micro: from the members' summed tp / fp / fn (`summed`); macro: the
+  mean of the members' non-null F1.
+* `bootstrap_ci`: the percentile interval of a statistic over members resampled with replacement;
+  `mean_ci` (band.json: a corpus mean) and `micro_f1_ci` (`evalkit compare`: micro F1) are its two uses.
+* `sign_flip_p`: the one-sided paired sign-flip permutation p-value of `evalkit check` (exact up to
+  16 pairs, else 20 000 seeded random patterns).
+
+Everything here is a function of its arguments: the same inputs and seed give the same bits.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "SEED", "RESAMPLES", "CONFIDENCE", "sub_seed", "as_number", "mean", "f1", "summed", "micro_f1", "macro_f1",
+    "bootstrap_ci", "mean_ci", "micro_f1_ci", "sign_flip_p",
+]
+
+SEED = 20261130
+RESAMPLES = 2000
+CONFIDENCE = 0.95
+EXACT_MAX_N = 16  # up to 2^16 sign patterns are enumerated; beyond, MC_FLIPS random ones
+MC_FLIPS = 20_000
+TIE = 1e-12  # a permuted mean this close to the observed one counts as at least as extreme
+
+Seed = int | Sequence[int]
+
+
+def sub_seed(seed: int, *parts: str) -> list[int]:
+    """A per-(task, metric, …) seed: adding a metric never changes another's resamples."""
+    return [int(seed), *(zlib.crc32(p.encode("utf-8")) for p in parts)]
+
+
+def as_number(value: Any) -> float | None:
+    """Numbers and booleans as float; None, NaN and anything else as None."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)):
+        return float(value)
+    return None
+
+
+def mean(values: Iterable[Any]) -> float | None:
+    """The mean of the values that are numbers (`as_number`); None when there is none."""
+    xs = [x for x in (as_number(v) for v in values) if x is not None]
+    return math.fsum(xs) / len(xs) if xs else None
+
+
+# ----------------------------------------------------------------------------- F1
+
+
+def f1(tp: float, fp: float, fn: float) -> float | None:
+    """F1 from counts; None when both sides are empty."""
+    denom = 2 * tp + fp + fn
+    return None if not denom else float(2 * tp / denom)
+
+
+def summed(counts: Iterable[Sequence[float]]) -> tuple[Any, Any, Any]:
+    """The members' (tp, fp, fn) rows summed: the counts a micro figure is computed from."""
+    tp = fp = fn = 0
+    for row in counts:
+        tp, fp, fn = tp + row[0], fp + row[1], fn + row[2]
+    return tp, fp, fn
+
+
+def micro_f1(counts: Iterable[Sequence[float]]) -> float | None:
+    """F1 of the members' summed tp / fp / fn."""
+    return f1(*summed(counts))
+
+
+def macro_f1(f1s: Iterable[float | None]) -> float | None:
+    """The mean of the members' F1 where it is defined; None when it is nowhere."""
+    xs = [x for x in f1s if x is not None]
+    # Summed in order, not with fsum: the macro figures keep the bits they have always been reported with.
+    return sum(xs) / len(xs) if xs else None
+
+
+# ----------------------------------------------------------------------------- bootstrap
+
+
+def bootstrap_ci(sample: Any, statistic: Callable[[np.ndarray], np.ndarray], seed: Seed = SEED,
+                 resamples: int = RESAMPLES, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+    """Percentile interval of `statistic` over the rows of `sample` (members) resampled with replacement.
+
+    `statistic` maps the resamples, an array of shape (resamples, members, …), to one figure per
+    resample; a resample whose figure is NaN (undefined) is left out. None without members or figures.
+    """
+    x = np.asarray(sample, dtype=float)
+    if len(x) == 0:
+        return None
+    rng = np.random.default_rng(seed)
+    figures = statistic(x[rng.integers(0, len(x), size=(resamples, len(x)))])
+    figures = figures[~np.isnan(figures)]
+    if not figures.size:
+        return None
+    alpha = (1 - confidence) / 2
+    lo, hi = np.quantile(figures, [alpha, 1 - alpha])
+    return float(lo), float(hi)
+
+
+def _resampled_means(resamples: np.ndarray) -> np.ndarray:
+    return resamples.mean(axis=1)
+
+
+def _resampled_micro_f1(resamples: np.ndarray) -> np.ndarray:
+    sums = resamples.sum(axis=1)  # (resamples, 3): tp, fp, fn
+    denom = 2 * sums[:, 0] + sums[:, 1] + sums[:, 2]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(denom > 0, 2 * sums[:, 0] / np.where(denom > 0, denom, 1), np.nan)
+
+
+def mean_ci(values: Iterable[float | None], seed: Seed = SEED, resamples: int = RESAMPLES,
+            confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+    """Bootstrap CI of the mean of `values` (one per member; None left out). A constant sample's
+    interval is that constant: no resample can move it."""
+    x = [v for v in values if v is not None]
+    if x and all(v == x[0] for v in x):
+        return float(x[0]), float(x[0])
+    return bootstrap_ci(x, _resampled_means, seed, resamples, confidence)
+
+
+def micro_f1_ci(counts: Any, seed: Seed = SEED, resamples: int = RESAMPLES,
+                confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+    """Bootstrap CI of micro F1: members' (tp, fp, fn) rows resampled, F1 recomputed from each sum."""
+    return bootstrap_ci(np.asarray(counts, dtype=float).reshape(-1, 3), _resampled_micro_f1, seed, resamples,
+                        confidence)
+
+
+# ----------------------------------------------------------------------------- paired test
+
+
+def sign_flip_p(differences: Iterable[float | None], alternative: str = "less", seed: Seed = SEED) -> float | None:
+    """One-sided paired sign-flip permutation p-value for the mean of `differences` (new − standing).
+
+    ``alternative="less"``: evidence that new < standing (a drop); ``"greater"``: new > standing.
+    Exact enumeration of all 2^n sign patterns for n ≤ 16, else 20 000 seeded random patterns
+    (with the +1 correction). None when there are no pairs.
+    """
+    d = np.asarray([x for x in differences if x is not None], dtype=float)
+    n = d.size
+    if n == 0:
+        return None
+    observed = d.mean()
+    if n <= EXACT_MAX_N:
+        patterns = ((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1) * 2 - 1
+    else:
+        patterns = np.random.default_rng(seed).integers(0, 2, size=(MC_FLIPS, n)) * 2 - 1
+    stats = (patterns * d).mean(axis=1)
+    hits = np.sum(stats <= observed + TIE) if alternative == "less" else np.sum(stats >= observed - TIE)
+    return float(hits / stats.size) if n <= EXACT_MAX_N else float((hits + 1) / (MC_FLIPS + 1))
