@@ -29,6 +29,8 @@ from conftest import mini_corpus  # noqa: E402
 from corpus_factory import make_corpus  # noqa: E402
 from test_interrupt import GATED_SCORER, PIPELINE, live, wait_for  # noqa: E402
 
+from evalkit.runfolder import EXTRACTION  # noqa: E402
+
 
 def _gone(tree: list[psutil.Process], deadline: float) -> float | None:
     def alive(p):
@@ -51,7 +53,7 @@ def once(tmp: Path, scenario: str) -> tuple[float, float | None, int]:
         path.write_text(PIPELINE)
         corpus = make_corpus(tmp, members=2)
         args = ("run", "--corpus", corpus, "--backend", f"pipe=python:{path}:extract", "--out", tmp / "out")
-        ready = (tmp / "out" / "memos" / "m0" / "pipe" / "extraction.json").is_file
+        ready = (tmp / "out" / "memos" / "m0" / "pipe" / EXTRACTION).is_file
     else:
         corpus = mini_corpus(tmp / "corpus")
         scorer = corpus / "mini" / "scorer.py"

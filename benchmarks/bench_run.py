@@ -9,7 +9,6 @@ Prints figures; asserts nothing (speed is measured here, not in tests).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -20,6 +19,8 @@ from pathlib import Path
 
 import nbformat
 import papermill
+
+from evalkit.runfolder import read_run_json
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -50,7 +51,7 @@ def run_seconds(backend: str, repeat: int) -> tuple[float, int]:
             times.append(time.perf_counter() - t)
             if proc.returncode not in (0, 1):
                 sys.exit(f"evalkit run failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
-            members = len(json.loads((Path(tmp) / "run.json").read_text())["members"])
+            members = len(read_run_json(tmp)["members"])
     return statistics.median(times), members
 
 

@@ -40,7 +40,8 @@ from .corpus import DEFAULT_CORPUS
 from .errors import EXIT_INVALID, CorpusError, EvalkitError, UsageError
 from .jsonio import read_json, write_text
 from .regress import FLOOR, is_gated
-from .scoreboard import numeric_metrics, redact_spec, scan, write_json
+from .runfolder import scan
+from .scoreboard import numeric_metrics, redact_spec, write_json
 from .stats import CONFIDENCE, RESAMPLES, SEED, mean, mean_ci, sub_seed
 
 __all__ = ["BAND_NAME", "SCHEMA_VERSION", "BandError", "band_path", "collect", "compute_band", "write_band",

@@ -58,11 +58,11 @@ def _backends(values) -> list[tuple[str, str]]:
 def _sweep_opts(corpus, sources, tasks, only, threshold, workers, max_concurrency, notebooks, html, backends, out,
                 force=False):
     from .corpus import sources_dir
-    from .sweep import SweepOptions
+    from .runner import RunOptions
 
-    opts = SweepOptions(corpus=_corpus(corpus), backends=backends, sources=sources_dir(sources),
-                        tasks=list(tasks) or None, only=list(only) or None, out=out, threshold=threshold,
-                        max_concurrency=max_concurrency, html=html, notebooks=notebooks, force=force)
+    opts = RunOptions(corpus=_corpus(corpus), backends=backends, sources=sources_dir(sources),
+                      tasks=list(tasks) or None, only=list(only) or None, out=out, threshold=threshold,
+                      max_concurrency=max_concurrency, html=html, notebooks=notebooks, force=force)
     if workers:
         opts.workers = workers
     return opts
@@ -238,7 +238,8 @@ def check_cmd(run_dir, backends, out, justify, band_file, update_scoreboard, see
     from .backends import labels_slug
     from .band import band_path, collect, load_band
     from .regress import compare, parse_justify
-    from .scoreboard import ScoreboardError, board_path, entries_by_task, load_board, scan, update_scoreboard as update
+    from .runfolder import scan
+    from .scoreboard import ScoreboardError, board_path, entries_by_task, load_board, update_scoreboard as update
     from .stats import SEED
     from .status import ERROR, failure_of
     from .sweep import print_sweep_summary, sweep

@@ -17,8 +17,10 @@ import click
 
 from . import __version__
 from .backends import parse_backend_arg
-from .corpus import DEFAULT_CORPUS, sources_dir, validate_corpus
+from .corpus import DEFAULT_CORPUS, sources_dir
 from .errors import EXIT_INVALID, EXIT_OK, EvalkitError, UsageError
+from .runfolder import INDEX
+from .validate import validate_corpus
 
 # The default backend replays the committed cassette: one real extraction pass of the bundled
 # corpus by Gemma 3 270M (a small base model: real output, mostly wrong) — offline and free.
@@ -144,7 +146,7 @@ def print_summary(result) -> None:
             if n:
                 line += f" · {n} {status}"
         click.echo(line)
-    index = result.run_dir / "index.html"
+    index = result.run_dir / INDEX
     click.echo(f"Report: {index if index.exists() else result.run_dir}")
 
 
@@ -334,7 +336,7 @@ def report_cmd(run_dir, byom, board, out):
     from .render import render_run
 
     render_run(run_dir)
-    click.echo(f"Report: {run_dir / 'index.html'}")
+    click.echo(f"Report: {run_dir / INDEX}")
 
 
 @main.command("validate")

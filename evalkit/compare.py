@@ -28,7 +28,6 @@ renders its HTML (`evalkit.render.render_notebook`).
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,19 +35,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .paths import check_name
+from . import runfolder
+from .errors import CorpusError
 from .stats import CONFIDENCE, RESAMPLES, SEED, micro_f1, micro_f1_ci
-from .status import SCORED, status_of
+from .status import SCORED
 
 AXES = ("entities", "relations")
-NOTEBOOK = "compare.ipynb"
 INCONSISTENCY_MARK = 0.20
 
 
-def _read(path: Path) -> Any:
+def _quietly(read: Any) -> Any:
+    """What `read()` returns, or None for a missing or unreadable file: a comparison shows what is there."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return read()
+    except CorpusError:
         return None
 
 
@@ -80,33 +80,30 @@ def load(run_dir: str | Path, task: str, backends: list[str] | None = None, judg
     """Read one task of a run folder. `backends`: only these (default: every backend of the run, in run order).
     A member × backend that errored (`evalkit.status`) is not ``scored``: out of every F1 and bootstrap,
     counted in its backend's error rate (its extraction call is among the calls)."""
-    from .backends import folder_label
-
     run_dir = Path(run_dir)
-    run = _read(run_dir / "run.json") or {}
+    run = _quietly(lambda: runfolder.read_run_json(run_dir)) or {}
     order = [b.get("label") for b in run.get("backends") or [] if isinstance(b, dict)]
-    base = run_dir / check_name(task, "a task id")
-    folders = sorted({p.parent for p in base.glob("*/*/extraction.json")} | {p.parent for p in base.glob("*/*/score.json")})
-    read = [(f, _read(f / "extraction.json") or {}, _read(f / "score.json")) for f in folders]
-    labels = {f: folder_label(f, ext or score) for f, ext, score in read}
-    found = list(dict.fromkeys([b for b in order if b in labels.values()] + sorted(set(labels.values()) - set(order))))
+    found_results = runfolder.task_results(run_dir, task)
+    labels = {s.backend for s in found_results}
+    found = list(dict.fromkeys([b for b in order if b in labels] + sorted(labels - set(order))))
     chosen = [b for b in (backends or found) if b in found]
     rows, calls, judgments = [], {b: [] for b in chosen}, {}
-    for folder, ext, score in read:
-        member, backend = folder.parent.name, labels[folder]
+    for s in found_results:
+        member, backend = s.member, s.backend
         if backend not in chosen:
             continue
+        ext = _quietly(s.extraction) or {}
         run_block = ext.get("run") or {}
         if ext:
             calls[backend].append(_completion(run_block))
-        j = _read(folder / "judgments.json")
-        if isinstance(j, dict):
+        j = runfolder.read_judgments(s.home)
+        if j is not None:
             judgments[(member, backend)] = j
-        rows.append({"member": member, "backend": backend, "scored": score is not None and status_of(score) == SCORED,
+        rows.append({"member": member, "backend": backend, "scored": s.status == SCORED,
                      "parse": run_block.get("parse"), "error": run_block.get("error"),
-                     **{f"metric.{k}": v for k, v in sorted(((score or {}).get("metrics") or {}).items())}})
+                     **{f"metric.{k}": v for k, v in sorted((s.score().get("metrics") or {}).items())}})
     members = pd.DataFrame(rows, columns=None if rows else ["member", "backend", "scored", "parse", "error"])
-    pw = _read(base / "pairwise.json")
+    pw = runfolder.read_pairwise(run_dir, task)
     if isinstance(pw, dict) and chosen:
         keep = set(chosen)
         pw = {**pw, "pairs": [r for r in pw.get("pairs") or [] if r["a"] in keep and r["b"] in keep],
@@ -162,10 +159,10 @@ def f1_table(c: Comparison, n_boot: int = RESAMPLES, seed: int = SEED) -> pd.Dat
 # ----------------------------------------------------------------------------- calls
 
 def calls_figures(c: Comparison) -> list[dict[str, Any]]:
-    from .backends import label_folder
     from .ontology import aggregate_compliance
     from .pool import summarize_calls
 
+    scored = runfolder.scan(runfolder.task_dir(c.run_dir, c.task)) if c.ontology_mode == "strict" else []
     out = []
     for b in c.backends:
         s = summarize_calls(c.calls.get(b, []))
@@ -175,8 +172,8 @@ def calls_figures(c: Comparison) -> list[dict[str, Any]]:
                "truncated_exhausted": s["truncated_exhausted"], "input_tokens": s["input_tokens"],
                "output_tokens": s["output_tokens"], "usd": s["usd"], "replayed": s["replayed"]}
         if c.ontology_mode == "strict":  # micro: summed inside / summed emitted over the scored members
-            figures = [v for f in sorted((c.run_dir / c.task).glob(f"*/{label_folder(b)}/score.json"))
-                       if (v := ((_read(f) or {}).get("details") or {}).get("vocabulary"))]
+            figures = [v for r in scored
+                       if r.backend == b and (v := (r.score().get("details") or {}).get("vocabulary"))]
             row["vocabulary_compliance"] = aggregate_compliance(figures)["vocabulary_compliance"] if figures else None
         out.append(row)
     return out
@@ -331,9 +328,9 @@ def plan_compare(run_dir: str | Path, task: str, backends: list[str] | None = No
     """compare.ipynb for one task, written to ``<run>/<task>/compare.ipynb`` (run_dir passed relative)."""
     from .execute import NOTEBOOKS_DIR, NotebookJob
 
-    folder = Path(run_dir) / check_name(task, "a task id")
+    folder = runfolder.task_dir(run_dir, task)
     folder.mkdir(parents=True, exist_ok=True)
-    return NotebookJob(Path(notebooks or NOTEBOOKS_DIR) / NOTEBOOK, folder / NOTEBOOK,
+    return NotebookJob(Path(notebooks or NOTEBOOKS_DIR) / runfolder.COMPARE, folder / runfolder.COMPARE,
                        {"run_dir": "..", "task": task, "backends": backends, "judge_mode": judge_mode})
 
 
@@ -341,10 +338,8 @@ def graph_tasks(run_dir: str | Path) -> list[str]:
     """Tasks of a run whose scores have the graph shape (an ``axis`` item column)."""
     out = []
     for task_dir in sorted(p for p in Path(run_dir).iterdir() if p.is_dir() and not p.name.startswith(".")):
-        for score in sorted(task_dir.glob("*/*/score.json")):
-            data = _read(score) or {}
-            if status_of(data) != SCORED:
-                continue  # an error has no items to tell the shape by
+        for s in runfolder.scan(task_dir):  # scored only: an error has no items to tell the shape by
+            data = s.score()
             if (data.get("details") or {}).get("headline") == "relations_f1" or any(
                     "axis" in i for i in (data.get("items") or [])[:1]):
                 out.append(task_dir.name)

@@ -199,50 +199,6 @@ def load_tasks(corpus: Path, only: list[str] | None = None) -> list[Task]:
     return [load_task(d) for d in dirs]
 
 
-def validate_corpus(corpus: Path, sources: Path | None = None) -> list[str]:
-    """Lint every task and member; return every problem found (empty when clean)."""
-    from .sources import IntegrityError, SourceMissing, check_integrity  # local: sources imports corpus
-
-    problems: list[str] = []
-    try:
-        dirs = task_dirs(corpus)
-    except CorpusError as e:
-        return [str(e)]
-    if not dirs:
-        return [f"{corpus}: no task folders (each needs a task.yaml)"]
-    for tdir in dirs:
-        try:
-            task = load_task(tdir)
-        except InvalidCorpus as e:
-            problems.extend(e.problems)
-            continue
-        except CorpusError as e:
-            problems.append(str(e))
-            continue
-        for mdir in task.member_dirs():
-            try:
-                member = load_member(task, mdir)
-            except InvalidCorpus as e:
-                problems.extend(e.problems)
-                continue
-            except CorpusError as e:
-                problems.append(str(e))
-                continue
-            try:
-                check_integrity(member, sources)
-                if member.manifest.truth is not None:
-                    member.load_truth(sources)
-            except SourceMissing:
-                pass  # reported by `run` as skipped; not a corpus error
-            except IntegrityError as e:
-                problems.append(str(e))
-            except InvalidCorpus as e:
-                problems.extend(e.problems)
-            except CorpusError as e:  # a file that escapes the corpus or sources folder
-                problems.append(str(e))
-    return problems
-
-
 def sources_dir(explicit: str | Path | None) -> Path | None:
     value = explicit or os.environ.get(SOURCES_ENV)
     return Path(value) if value else None

@@ -1,8 +1,9 @@
-"""Execute notebooks with papermill in a process pool; normalize what they leave.
+"""Execute notebooks with papermill in worker processes; normalize what they leave.
 
-Each job runs papermill's Python API in a worker process (a kernel per
+Each job runs papermill's Python API in a worker process (`evalkit.workers`; a
+sweep's member worker runs its member's notebooks itself), a kernel per
 notebook, cwd = the output notebook's folder, so relative paths in the
-parameters resolve against it). One failing notebook never stops the others:
+parameters resolve against it. One failing notebook never stops the others:
 every job gets a `NotebookResult` (ok, or the failing cell's ``ename: evalue``).
 
 After a run the notebook is normalized (see `normalize`) so the same inputs
@@ -25,14 +26,14 @@ import os
 import sys
 import time
 import warnings
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .interrupt import on_stop, spawn_context, stop_pool, worker_signals
+from . import runfolder
+from .interrupt import on_stop, worker_signals
 from .jsonio import partial_path, write_text
+from .workers import run_all
 
 __all__ = [
     "NotebookJob", "NotebookResult", "execute", "normalize", "normalize_file", "jupyter_env",
@@ -247,7 +248,9 @@ def _run_one(notebook: str, output: str, parameters: dict[str, Any], cwd: str, t
 
 # --------------------------------------------------------------------------- pool
 
-def _result(job: NotebookJob, raw: tuple) -> NotebookResult:
+def _result(job: NotebookJob, raw: tuple | Exception) -> NotebookResult:
+    if isinstance(raw, Exception):  # the worker process itself failed (or died: `workers.WorkerDied`)
+        return NotebookResult(job, False, f"{type(raw).__name__}: {raw}", type(raw).__name__, str(raw))
     ok, ename, evalue, exec_count, seconds = raw
     if ok:
         return NotebookResult(job, True, seconds=seconds)
@@ -258,57 +261,27 @@ def _result(job: NotebookJob, raw: tuple) -> NotebookResult:
 def execute(jobs: list[NotebookJob], workers: int | None = None,
             on_done: Callable[[NotebookJob, NotebookResult], None] | None = None,
             timeout: float | None = None, jupyter_dir: str | Path | None = None) -> list[NotebookResult]:
-    """Run every job; the i-th result belongs to the i-th job.
+    """Run every job in worker processes (`evalkit.workers`); the i-th result belongs to the i-th job.
 
     `workers` defaults to the CPU count; `on_done(job, result)` is called in this
     process as each notebook finishes (for a progress display); `timeout` is
     per cell in seconds (None: no limit). Jobs start when the jobs named in
     their `after` have finished; a failed job does not stop the others.
     """
-    if not jobs:
-        return []
-    workers = max(1, min(workers or os.cpu_count() or 1, len(jobs)))
-    env = jupyter_env(jupyter_dir)
     by_output = {Path(j.output).resolve(): i for i, j in enumerate(jobs)}
-    deps = [{by_output[p] for p in (Path(a).resolve() for a in j.after) if p in by_output} - {i}
-            for i, j in enumerate(jobs)]
+    after = [{by_output[p] for p in (Path(a).resolve() for a in j.after) if p in by_output} for j in jobs]
+    calls = [(_run_one, (str(Path(j.notebook).resolve()), str(Path(j.output).resolve()), dict(j.parameters),
+                         str(j.workdir.resolve()), timeout)) for j in jobs]
     results: list[NotebookResult | None] = [None] * len(jobs)
-    pending = set(range(len(jobs)))
-    running: dict[Future, int] = {}
-    with ProcessPoolExecutor(max_workers=workers, mp_context=spawn_context(),
-                             initializer=_init_worker, initargs=(env,)) as pool:
-        try:
-            while pending or running:
-                ready = sorted(i for i in pending if all(results[d] is not None for d in deps[i]))
-                if not ready and not running:  # a dependency cycle: run the rest in order
-                    ready = sorted(pending)
-                for i in ready:
-                    j = jobs[i]
-                    pending.discard(i)
-                    try:
-                        fut = pool.submit(_run_one, str(Path(j.notebook).resolve()), str(Path(j.output).resolve()),
-                                          dict(j.parameters), str(j.workdir.resolve()), timeout)
-                    except BrokenProcessPool as e:  # a worker died (or could not start): fail what is left
-                        results[i] = NotebookResult(j, False, f"BrokenProcessPool: {e}", "BrokenProcessPool", str(e))
-                        if on_done:
-                            on_done(j, results[i])
-                        continue
-                    running[fut] = i
-                if not running:
-                    continue
-                finished, _ = wait(running, return_when=FIRST_COMPLETED)
-                for fut in sorted(finished, key=lambda f: running[f]):
-                    i = running.pop(fut)
-                    try:
-                        res = _result(jobs[i], fut.result())
-                    except Exception as e:  # the worker process itself died
-                        res = NotebookResult(jobs[i], False, f"{type(e).__name__}: {e}", type(e).__name__, str(e))
-                    results[i] = res
-                    if on_done:
-                        on_done(jobs[i], res)
-        except BaseException:  # an interrupt: stop kernels and workers now, not when their notebooks end
-            stop_pool(pool)
-            raise
+
+    def done(i: int, raw: Any) -> None:
+        results[i] = _result(jobs[i], raw)
+        if on_done:
+            on_done(jobs[i], results[i])
+
+    if jobs:
+        run_all(calls, workers, after=after, initializer=_init_worker, initargs=(jupyter_env(jupyter_dir),),
+                on_done=done)
     return results  # type: ignore[return-value]
 
 
@@ -325,29 +298,28 @@ def plan_member(run_dir: str | Path, task: str, member: str, backend: str, corpu
                 notebooks: str | Path = NOTEBOOKS_DIR) -> list[NotebookJob]:
     """extract.ipynb then score.ipynb for one member and backend (``NAME=SPEC`` or a bare spec).
 
-    Writes into ``<run>/<task>/<member>/<label's folder>/`` (`pipeline.home_dir`); corpus and
+    Writes into the member × backend's folder (`runfolder.member_dir`); corpus and
     sources are passed relative to that folder.
     """
     from .backends import parse_backend_arg
-    from .pipeline import home_dir
 
     label, _ = parse_backend_arg(backend)
-    folder = home_dir(run_dir, task, member, label)
+    folder = runfolder.member_dir(run_dir, task, member, label)
     folder.mkdir(parents=True, exist_ok=True)
     params = {"task": task, "member": member, "backend": backend, "corpus": _rel(corpus, folder),
               "sources": _rel(sources, folder), "out": "."}
-    extract = NotebookJob(Path(notebooks) / "extract.ipynb", folder / "extract.ipynb", params)
-    score = NotebookJob(Path(notebooks) / "score.ipynb", folder / "score.ipynb", params | {"threshold": threshold},
-                        after=(extract.output,))
+    extract = NotebookJob(Path(notebooks) / runfolder.EXTRACT_NB, folder / runfolder.EXTRACT_NB, params)
+    score = NotebookJob(Path(notebooks) / runfolder.SCORE_NB, folder / runfolder.SCORE_NB,
+                        params | {"threshold": threshold}, after=(extract.output,))
     return [extract, score]
 
 
 def plan_report(run_dir: str | Path, task: str, after: list[NotebookJob] = (),
                 notebooks: str | Path = NOTEBOOKS_DIR) -> NotebookJob:
     """report.ipynb for a task, to run after `after` (its members' jobs)."""
-    folder = Path(run_dir) / task
+    folder = runfolder.task_dir(run_dir, task)
     folder.mkdir(parents=True, exist_ok=True)
-    return NotebookJob(Path(notebooks) / "report.ipynb", folder / "report.ipynb",
+    return NotebookJob(Path(notebooks) / runfolder.REPORT, folder / runfolder.REPORT,
                        {"run_dir": "..", "task": task}, after=tuple(j.output for j in after))
 
 

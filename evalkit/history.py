@@ -23,7 +23,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .scoreboard import _selected, locked, numeric_metrics, scan
+from .runfolder import scan, sweep_of
+from .scoreboard import _selected, locked, numeric_metrics
 from .status import ERROR, SCORED, failure_of
 
 __all__ = ["INDEX_NAME", "index_path", "history_lines", "append_history", "read_history", "history_frame",
@@ -34,9 +35,7 @@ INDEX_NAME = "index.jsonl"
 
 def index_path(run_dir: str | Path) -> Path:
     """``runs/index.jsonl`` for ``runs/<run-id>``: the index lives beside the run folders."""
-    run_dir = Path(run_dir)
-    sweep = next((p for p in (run_dir, *run_dir.parents) if (p / "sweep.json").is_file()), None)
-    return (sweep or run_dir).parent / INDEX_NAME
+    return (sweep_of(run_dir) or Path(run_dir)).parent / INDEX_NAME
 
 
 def _key(line: dict[str, Any]) -> tuple:

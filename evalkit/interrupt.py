@@ -1,46 +1,35 @@
-"""Stopping on SIGINT / SIGTERM, and holding a run folder against a second run.
+"""Stopping on SIGINT / SIGTERM: the main process, its worker processes and theirs.
 
 One path for both signals. The CLI (`handle_signals`) makes SIGTERM do what Ctrl-C does: raise
 KeyboardInterrupt in the main thread, or cancel the running asyncio extraction pool (asyncio's own
 Ctrl-C handling), so whatever phase a run is in unwinds through its ``finally`` blocks. A phase that
-owns worker processes stops them at once (`stop_pool`: SIGTERM, then SIGKILL for whatever is left of
+owns worker processes stops them at once (`workers.stop_pool`: SIGTERM, then SIGKILL for whatever is left of
 their process trees, kernels included). The runner or sweep then removes what killed writers left
 (`jsonio.remove_partials`) and raises `Interrupted` saying what finished; the CLI prints that with the
 command that resumes and exits 128 + the signal number: 130 for SIGINT, 143 for SIGTERM.
 
-Worker processes (papermill's pool, sweep members) start with both signals blocked (`spawn_context`),
+Worker processes (`evalkit.workers`: notebooks, sweep members) start with both signals blocked (`spawn_context`),
 so a Ctrl-C, which the terminal sends to the whole process group, cannot strike one half-started.
 Their initializer (`worker_signals`) ignores SIGINT (the main process decides) and answers SIGTERM by
 stopping its own children, running the cleanups registered with `on_stop` and leaving at once: no
 traceback, no half-written file.
-
-`hold(folder)` takes ``<folder>/.evalkit.lock`` (an OS file lock, released if the holder dies) for the
-life of a run; a second run into the folder is refused with `RunLocked` (exit 2) naming the holder.
 """
 
 from __future__ import annotations
 
 import os
-import shlex
 import signal
-import socket
-import sys
 import time
 from contextlib import contextmanager, suppress
-from datetime import datetime, timezone
 from multiprocessing.context import SpawnContext, SpawnProcess
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from .errors import UsageError
-
-__all__ = ["Interrupted", "RunLocked", "received", "handle_signals", "spawn_context", "worker_signals", "on_stop",
-           "stop_processes", "stop_pool", "hold", "LOCK_FILE", "HOLDER_FILE"]
+__all__ = ["Interrupted", "received", "handle_signals", "signals_blocked", "spawn_context", "worker_signals",
+           "on_stop", "stop_processes"]
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 POOL_GRACE_S = 1.0  # a stopped worker's time to stop its own children and clean up before SIGKILL
-LOCK_FILE = ".evalkit.lock"
-HOLDER_FILE = ".evalkit.lock.json"  # who holds the lock (the lock file itself may be truncated by contenders)
 _CAN_MASK = hasattr(signal, "pthread_sigmask")
 
 
@@ -51,10 +40,6 @@ class Interrupted(KeyboardInterrupt):
         super().__init__(done)
         self.done, self.run_dir = done, run_dir
         self.signum = signum if signum is not None else received()  # the CLI exits 128 + signum
-
-
-class RunLocked(UsageError):
-    """The run folder is held by a live run."""
 
 
 # --------------------------------------------------------------------------- the main process
@@ -82,7 +67,7 @@ def handle_signals() -> None:
 
 
 @contextmanager
-def _signals_blocked() -> Iterator[None]:
+def signals_blocked() -> Iterator[None]:
     """Hold SIGINT/SIGTERM pending (not lost) in this thread for the block."""
     if not _CAN_MASK:
         yield
@@ -97,7 +82,7 @@ def _signals_blocked() -> Iterator[None]:
 class _QuietSpawnProcess(SpawnProcess):
     @staticmethod
     def _Popen(process_obj: Any) -> Any:
-        with _signals_blocked():  # the child inherits the mask; `worker_signals` lifts it
+        with signals_blocked():  # the child inherits the mask; `worker_signals` lifts it
             return SpawnProcess._Popen(process_obj)
 
 
@@ -214,48 +199,3 @@ def _wait_gone(procs: Iterable[Any], seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while any(_alive(p) for p in procs) and time.monotonic() < deadline:
         time.sleep(0.02)
-
-
-def stop_pool(pool: Any, grace: float = POOL_GRACE_S) -> None:
-    """Stop a ProcessPoolExecutor now: queued jobs cancelled, workers and what they started stopped.
-
-    A second signal meanwhile waits until this is done (it is then raised as usual)."""
-    with _signals_blocked():
-        workers = list((getattr(pool, "_processes", None) or {}).keys())  # no public accessor before 3.14
-        pool.shutdown(wait=False, cancel_futures=True)
-        stop_processes(workers, grace)
-
-
-# --------------------------------------------------------------------------- the run folder's lock
-
-
-@contextmanager
-def hold(folder: str | Path) -> Iterator[None]:
-    """Hold `folder` for this run: a second run into it is refused (`RunLocked`) while this one lives."""
-    from filelock import FileLock, Timeout
-
-    from .jsonio import read_json, write_json
-
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(folder / LOCK_FILE), timeout=0)
-    try:
-        lock.acquire()
-    except Timeout:
-        try:
-            h = read_json(folder / HOLDER_FILE)
-            holder = f"pid {h['pid']} on {h['host']} since {h['since']}: {h['command']}"
-        except Exception:  # noqa: BLE001 - it is taking the lock right now, or left no note
-            holder = "another evalkit process"
-        raise RunLocked(f"{folder} is being written by a live run ({holder}); wait for it to finish, "
-                        f"or choose another --out") from None
-    note = folder / HOLDER_FILE
-    try:
-        with on_stop(lambda: note.unlink(missing_ok=True)):  # a stopped worker process leaves no note behind
-            write_json(note, {"pid": os.getpid(), "host": socket.gethostname(),
-                              "command": shlex.join(["evalkit", *sys.argv[1:]]),
-                              "since": datetime.now(timezone.utc).isoformat(timespec="seconds")})
-            yield
-    finally:
-        note.unlink(missing_ok=True)
-        lock.release()

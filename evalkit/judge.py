@@ -37,17 +37,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from . import pairwise, runfolder
 from .backends.base import Request
 from .errors import UsageError
 from .jsonio import canonical_sha
-from . import pairwise
+from .runfolder import Home
 
 REFERENCE = "judge.reference"
 PAIRWISE = pairwise.CALL_TYPE
 MODES = ("reference", "pairwise", "both")
-JUDGMENTS = "judgments.json"
-PAIRWISE_FILE = "pairwise.json"
-JUDGE_JSON = "judge.json"
 CACHE_NAME = "judge-cache.jsonl"
 SET_AXES = ("entities", "relations")
 MAX_TOKENS = 1024
@@ -161,20 +159,6 @@ def parse_matches(record: Any, missed: Sequence[dict], spurious: Sequence[dict]
     return accepted, problems
 
 
-def load_judgments(folder: str | Path, extraction: dict[str, Any]) -> dict[str, Any] | None:
-    """judgments.json of a member folder, when it judged exactly this extraction (else None)."""
-    path = Path(folder) / JUDGMENTS
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("extraction_sha256") != canonical_sha(extraction.get("record")):
-        return None
-    return data
-
-
 # ----------------------------------------------------------------------------- resolving the judge
 
 @dataclass
@@ -225,13 +209,6 @@ def resolve_judge(config: JudgeConfig, run_dir: Path, extraction: Sequence[Any] 
 # ----------------------------------------------------------------------------- the phase
 
 @dataclass
-class Home:
-    member: Any  # evalkit.corpus.Member
-    label: str
-    dir: Path
-
-
-@dataclass
 class PhaseResult:
     calls: int = 0  # judge calls made (provider calls: a cache hit is none)
     requests: int = 0  # distinct judge requests
@@ -255,7 +232,7 @@ def judge_phase(run_dir: Path, homes: Sequence[Home], documents: dict[str, Any],
     Writes judgments.json per member × backend (reference), pairwise.json per task (pairwise) and
     judge.json in the run folder. Returns counts and the stderr messages (the runner prints them).
     """
-    from .pipeline import EXTRACTION, read_json, request_sha, score_record, write_json
+    from .pipeline import request_sha, score_record
     from .pool import Job, run_pool, summarize_calls
 
     result = PhaseResult()
@@ -264,7 +241,7 @@ def judge_phase(run_dir: Path, homes: Sequence[Home], documents: dict[str, Any],
     skipped_tasks = sorted({h.member.task.id for h in homes if not _is_graph(h.member)})
     if skipped_tasks:
         result.messages.append(f"note: judge: task(s) {', '.join(skipped_tasks)} are not graph tasks: not judged")
-    extractions = {(h.member.key, h.label): read_json(h.dir / EXTRACTION) for h in graph_homes}
+    extractions = {(h.member.key, h.label): runfolder.read_extraction(h.dir) for h in graph_homes}
     requests: dict[str, Request] = {}
 
     def want(req: Request) -> str:
@@ -368,7 +345,7 @@ def judge_phase(run_dir: Path, homes: Sequence[Home], documents: dict[str, Any],
                         entry["problems"] = problems
             out_axes[axis] = entry
         ext = extractions[(h.member.key, h.label)]
-        write_json(h.dir / JUDGMENTS, {"member": h.member.key, "backend": h.label, "judge": judge_meta,
+        runfolder.write_judgments(h.dir, {"member": h.member.key, "backend": h.label, "judge": judge_meta,
                                        "mode": "reference", "extraction_sha256": canonical_sha(ext.get("record")),
                                        "axes": out_axes})
 
@@ -393,7 +370,7 @@ def judge_phase(run_dir: Path, homes: Sequence[Home], documents: dict[str, Any],
             outcome, inconsistent = pairwise.combine(*winners)
             item.update(status="judged", outcome=outcome, inconsistent=inconsistent)
         rows = pairwise.aggregate(items, pairs)
-        write_json(Path(run_dir) / task_id / PAIRWISE_FILE, {
+        runfolder.write_pairwise(run_dir, task_id, {
             "task": task_id, "judge": judge_meta, "backends": list(labels), "axes": list(pairwise.AXES),
             "pairs": rows, "items": items})
         result.messages += [f"{m} [{task_id}]" for m in pairwise.notes(rows)]
@@ -401,20 +378,12 @@ def judge_phase(run_dir: Path, homes: Sequence[Home], documents: dict[str, Any],
     if result.errors:
         result.messages.append(f"warning: judge: {result.errors} judgment(s) failed (provider error, budget or an "
                                f"unreadable answer): those axes keep null judged figures, those pairwise items count "
-                               f"as errors (see judgments.json / pairwise.json)")
+                               f"as errors (see {runfolder.JUDGMENTS} / {runfolder.PAIRWISE})")
     result.summary = {"judge": judge_meta, "mode": mode, "cache": str(cache) if cache else None,
                       "requests": result.requests, "calls": result.calls, "replayed": result.replayed,
                       "errors": result.errors, "usd": result.usd, "calls_summary": summary}
-    write_json(Path(run_dir) / JUDGE_JSON, result.summary)
+    runfolder.write_judge_json(run_dir, result.summary)
     return result
-
-
-def clear(folder: Path) -> None:
-    """Remove a member folder's judgments.json (a run without a judge must not inherit old verdicts)."""
-    try:
-        (Path(folder) / JUDGMENTS).unlink()
-    except FileNotFoundError:
-        pass
 
 
 def print_messages(messages: Iterable[str]) -> None:

@@ -1,13 +1,12 @@
 """One member through extraction and scoring: the functions notebooks call.
 
-Files a member leaves in its run folder (``<run>/<task>/<member>/<backend>/``, `home_dir`):
-``extraction.json`` (the record and its run block) and ``score.json`` (the
-ScoreResult with its item table). Both are written with sorted keys, so the
-same inputs give the same bytes. Both record the backend's label, which readers
-take from there (`backends.folder_label`): the folder holds its safe form (``org/model`` →
-``org__model``). Both carry the member × backend's status (`evalkit.status`): an
-extraction that failed is never scored; its score.json says ``error`` with the cause,
-and has no score, verdict or metrics.
+A member × backend leaves extraction.json (the record and its run block) and score.json (the
+ScoreResult with its item table) in its folder of the run (`evalkit.runfolder`). Both carry its
+status (`evalkit.status`): an extraction that failed is never scored; its score.json says ``error``
+with the cause, and has no score, verdict or metrics.
+
+`score_home` is the one scoring path: score.ipynb calls it (through `score_member`), and so does
+``--no-notebooks`` (`evalkit.runner`); both write the same score.json.
 """
 
 from __future__ import annotations
@@ -17,20 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .backends import Backend, BackendContext, Completion, Request, label_folder, parse_backend_arg
+from . import runfolder
+from .backends import Backend, BackendContext, Completion, Request, parse_backend_arg
 from .corpus import DEFAULT_CORPUS, Member, Task, find_task, sources_dir
-from .jsonio import canonical_sha, read_json, write_json
+from .jsonio import canonical_sha
 from .scoring import ScoreContext, ScoreResult
 from .sources import Document, check_integrity, read_document
-from .status import SCORED, SCORING_CRASH, Failed, extraction_status, failure_of
-
-EXTRACTION = "extraction.json"
-SCORE = "score.json"
-
-
-def home_dir(run_dir: str | Path, task_id: str, member_id: str, label: str) -> Path:
-    """Where one member × backend lives in a run folder."""
-    return Path(run_dir) / task_id / member_id / label_folder(label)
+from .status import SCORING_CRASH, Failed, extraction_status, failure_of
 
 
 def render_request(task: Task, member: Member, document: Document, ontology: Any = None) -> Request:
@@ -138,10 +130,9 @@ def extract_member(task: str, member: str, backend: str = "fake", corpus: str | 
     document = read_document(check_integrity(m, src))
     request = render_request(m.task, m, document)
     label, spec = parse_backend_arg(backend)
-    path = Path(out) / EXTRACTION
     ontology = None
-    if path.exists():
-        existing = read_json(path)
+    if (Path(out) / runfolder.EXTRACTION).exists():
+        existing = runfolder.read_extraction(out)
         if existing.get("ontology"):  # extracted under --ontology: its prompt carried the vocabulary
             from .ontology import Ontology
 
@@ -160,23 +151,28 @@ def extract_member(task: str, member: str, backend: str = "fake", corpus: str | 
             await b.aclose()
 
     data = extraction_record(m, b, request, run_sync(once()), ontology)
-    write_json(path, data)
+    runfolder.write_extraction(out, data)
     return data
 
 
 def score_member(task: str, member: str, corpus: str | Path | None = None,
                  sources: str | Path | None = None, out: str | Path = ".",
                  threshold: float | None = None) -> ScoreResult | Failed:
-    """Score ``out/extraction.json`` against the member's truth; write ``out/score.json``.
+    """score.ipynb's call: `score_home` for the member named by ids and paths (relative to the notebook)."""
+    return score_home(locate(task, member, corpus), out, sources_dir(sources), threshold)
 
-    `threshold` overrides the task's pass threshold (``evalkit run --threshold``). A failed
-    extraction or a crashing scorer gives a `Failed` (see `score_extraction`)."""
-    m = locate(task, member, corpus)
-    src = sources_dir(sources)
-    document = read_document(check_integrity(m, src))
-    extraction = read_json(Path(out) / EXTRACTION)
-    result = score_extraction(m, extraction, out, document, src, threshold)
-    write_score(out, m, extraction, result)
+
+def score_home(member: Member, home: str | Path, sources: Path | None, threshold: float | None = None,
+               document: Document | None = None) -> ScoreResult | Failed:
+    """Score ``home/extraction.json`` against the member's truth and write ``home/score.json``: what
+    score.ipynb and ``--no-notebooks`` both do. `threshold` overrides the task's pass threshold
+    (``evalkit run --threshold``); `document`: the member's source, when already read (and checked). A
+    failed extraction or a crashing scorer gives a `Failed` (see `score_extraction`)."""
+    if document is None:
+        document = read_document(check_integrity(member, sources))
+    extraction = runfolder.read_extraction(home)
+    result = score_extraction(member, extraction, home, document, sources, threshold)
+    runfolder.write_score(home, member.key, extraction, result)
     return result
 
 
@@ -189,25 +185,15 @@ def score_extraction(member: Member, extraction: dict[str, Any], home: str | Pat
     if failed is not None:
         return failed
     from .errors import EvalkitError
-    from .judge import load_judgments
 
     try:
         return score_record(member, extraction.get("record"), document, sources, threshold,
-                            judgments=load_judgments(home, extraction),
+                            judgments=runfolder.read_judgments(home, extraction),
                             ontology=extraction.get("ontology"))
     except EvalkitError:
         raise
     except Exception as e:  # noqa: BLE001 - a scorer crash is that member's error
         return Failed(SCORING_CRASH, f"{type(e).__name__}: {e}")
-
-
-def write_score(out: str | Path, member: Member, extraction: dict[str, Any],
-                result: ScoreResult | Failed) -> dict[str, Any]:
-    """Write ``out/score.json`` (status, the result, and the extraction's member, backend and run block)."""
-    payload = {"status": SCORED, **result.to_json(), "member": member.key, "backend": extraction["backend"],
-               "run": extraction["run"]}
-    write_json(Path(out) / SCORE, payload)
-    return payload
 
 
 def score_record(member: Member, record: dict[str, Any] | None, document: Document,

@@ -279,7 +279,9 @@ def write_byom_report(board: str | Path | None = None, out: str | Path | None = 
     """Render the BYOM board (default: the committed one) to `out` (default ``runs/byom/index.html``)."""
     board = Path(board) if board is not None else default_byom_board()
     data = load_board(board, must_exist=True)
-    out = Path(out) if out is not None else Path("runs") / "byom" / "index.html"
+    from .runfolder import INDEX
+
+    out = Path(out) if out is not None else Path("runs") / "byom" / INDEX
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render_byom_html(data), encoding="utf-8")
     return out

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import re
 import time
 import xml.etree.ElementTree as ET
@@ -23,14 +22,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from . import runfolder
+from .errors import CorpusError
 from .jsonio import write_text
+from .runfolder import COMPARE, EXTRACT_NB, REPORT, SCORE_NB, page
 from .status import failure_of
 
 __all__ = ["render_notebook", "render_run", "render_index", "safe_svg", "clean_output_html", "TEMPLATES"]
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 TEMPLATE = "evalkit"
-INDEX = "index.html"
 
 # --------------------------------------------------------------------------- SVG
 
@@ -167,7 +168,7 @@ def render_notebook(path: str | Path, out: str | Path | None = None) -> Path:
     import nbformat
 
     path = Path(path)
-    out = Path(out) if out is not None else path.with_suffix(".html")
+    out = Path(out) if out is not None else page(path)
     nb = nbformat.read(path, as_version=4)
     body, _ = _exporter().from_notebook_node(nb, resources={"metadata": {"name": _title(nb, path)}})
     write_text(out, body)
@@ -203,22 +204,11 @@ def _href(*parts: str) -> str:
 
 
 def _member_rows(task_dir: Path) -> list[dict[str, Any]]:
-    from .backends import folder_label
-
-    rows = []
-    for folder in sorted(p for p in task_dir.glob("*/*") if p.is_dir()):
-        names = {p.name for p in folder.iterdir()}
-        if not names & {"score.json", "extraction.json", "extract.ipynb", "score.ipynb"}:
-            continue
-        score = None
-        if "score.json" in names:
-            try:
-                score = json.loads((folder / "score.json").read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError):
-                score = None
-        rows.append({"member": folder.parent.name, "folder": folder.name, "backend": folder_label(folder, score),
-                     "names": names, "score": score})
-    return rows
+    """One row per member × backend of the task (`runfolder.task_results`): its score.json, if any, and
+    the names in its folder (which pages to link)."""
+    return [{"member": s.member, "folder": s.home.name, "backend": s.backend,
+             "names": {p.name for p in s.home.iterdir()}, "score": s.score() if s.has_score else None}
+            for s in runfolder.task_results(task_dir.parent, task_dir.name)]
 
 
 _INDEX_CSS = """
@@ -245,8 +235,8 @@ def render_index(run_dir: str | Path) -> Path:
            "<title>evalkit run</title>", f"<style>{_INDEX_CSS}</style>", "</head>",
            "<body><main>", "<h1>evalkit run</h1>"]
     try:
-        backends = json.loads((run_dir / "run.json").read_text(encoding="utf-8")).get("backends") or []
-    except (OSError, ValueError, AttributeError):
+        backends = runfolder.read_run_json(run_dir).get("backends") or []
+    except (CorpusError, AttributeError):
         backends = []
     if backends:
         names = ", ".join(f"{b.get('label')} ({b.get('model')})" if isinstance(b, dict) else str(b) for b in backends)
@@ -254,13 +244,13 @@ def render_index(run_dir: str | Path) -> Path:
     tasks = sorted(p for p in run_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
     for task_dir in tasks:
         rows = _member_rows(task_dir)
-        has_report = (task_dir / "report.html").is_file() or (task_dir / "report.ipynb").is_file()
+        has_report = (task_dir / page(REPORT)).is_file() or (task_dir / REPORT).is_file()
         if not rows and not has_report:
             continue
         out.append(f"<h2>{e(task_dir.name)}</h2>")
-        links = [f'<a href="{_href(task_dir.name, page + ".html")}">{label}</a>'
-                 for page, label in (("report", "task report"), ("compare", "backend comparison"))
-                 if (task_dir / f"{page}.html").is_file() or (task_dir / f"{page}.ipynb").is_file()]
+        links = [f'<a href="{_href(task_dir.name, page(nb).name)}">{label}</a>'
+                 for nb, label in ((REPORT, "task report"), (COMPARE, "backend comparison"))
+                 if (task_dir / page(nb)).is_file() or (task_dir / nb).is_file()]
         if links:
             out.append(f"<p>{' · '.join(links)}</p>")
         out.append("<table><thead><tr><th>member</th><th>backend</th><th>score</th><th>verdict</th>"
@@ -277,17 +267,17 @@ def render_index(run_dir: str | Path) -> Path:
                 score = "n/a" if s.get("score") is None else f"{float(s['score']):.3f}"
                 v = "n/a" if s.get("passed") is None else ("PASS" if s["passed"] else "FAIL")
                 verdict = f'<span class="{v if v != "n/a" else "missing"}">{v}</span>'
-            links = []
-            for stem, text in (("extract", "extraction"), ("score", "score")):
-                if f"{stem}.ipynb" in r["names"] or f"{stem}.html" in r["names"]:
-                    links.append(f'<a href="{_href(task_dir.name, r["member"], r["folder"], stem + ".html")}">{text}</a>')
+            links, folder = [], (task_dir.name, r["member"], r["folder"])
+            for nb, text in ((EXTRACT_NB, "extraction"), (SCORE_NB, "score")):
+                if nb in r["names"] or page(nb).name in r["names"]:
+                    links.append(f'<a href="{_href(*folder, page(nb).name)}">{text}</a>')
             first = links[-1] if links else None
-            member = (f'<a href="{_href(task_dir.name, r["member"], r["folder"], "score.html")}">{e(r["member"])}</a>'
-                      if first and "score.ipynb" in r["names"] else e(r["member"]))
+            member = (f'<a href="{_href(*folder, page(SCORE_NB).name)}">{e(r["member"])}</a>'
+                      if first and SCORE_NB in r["names"] else e(r["member"]))
             out.append(f"<tr><td>{member}</td><td>{e(r['backend'])}</td><td class=\"num\">{score}</td>"
                        f"<td>{verdict}</td><td>{' · '.join(links)}</td></tr>")
         out.append("</tbody></table>")
     out += ["</main></body>", "</html>", ""]
-    path = run_dir / INDEX
+    path = run_dir / runfolder.INDEX
     write_text(path, "\n".join(out))
     return path

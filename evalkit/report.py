@@ -1,7 +1,7 @@
 """A task's results across a run, as pandas frames to present or slice.
 
-Reads ``<run>/<task>/<member>/<backend>/score.json`` (written by
-``pipeline.score_member``)::
+Reads every member × backend's score.json of a task (`runfolder.scan`, written by
+``pipeline.score_home``)::
 
     from evalkit.report import load_scores, field_accuracy
     members, items = load_scores("runs/2026-11-30", "deal-memos")
@@ -36,18 +36,15 @@ from typing import Any
 
 import pandas as pd
 
-from .jsonio import read_json
-from .paths import check_name
-from .status import NOTEBOOK_FAILED, SCORED, Failed, failure_of, status_of
+from .runfolder import SCORE, scan, task_dir, task_results
+from .status import SCORED
 
 __all__ = ["load_scores", "field_accuracy", "mean_field_accuracy", "outcome_counts", "verdict", "SUCCESS",
            "SET_ASIDE", "item_shape", "problem_rows", "set_aside_rows", "member_metrics", "metric_matrix",
            "graph_corpus", "tree_corpus", "headline_metric", "run_trend", "TREND_MIN_RUNS"]
 
-SCORE = "score.json"
 SUCCESS = ("match", "matched")  # outcomes that are fine
 SET_ASIDE = ("ignored", "excluded")  # outcomes a scorer sets aside by design: counted toward nothing, not problems
-EXTRACTION = "extraction.json"
 
 MEMBER_COLUMNS = ["task", "member", "backend", "label", "status", "cause", "score", "passed", "verdict", "parse",
                   "input_tokens", "output_tokens", "usd", "latency_s", "error", "truncated", "items", "notes", "path"]
@@ -69,24 +66,13 @@ def load_scores(run_dir: str | Path, task: str) -> tuple[pd.DataFrame, pd.DataFr
     ``cause``, verdict "ERROR", no score, metrics or items. A member folder with an extraction.json
     but no score.json (its notebook failed before the runner could say so) is an error too.
     """
-    from .backends import folder_label
-
-    base = Path(run_dir) / check_name(task, "a task id")
-    folders = sorted({p.parent for p in base.glob(f"*/*/{SCORE}")} | {p.parent for p in base.glob(f"*/*/{EXTRACTION}")})
-    found = []  # (folder, its score.json or extraction.json, scored)
-    for folder in folders:
-        scored = (folder / SCORE).is_file()
-        found.append((folder, read_json(folder / (SCORE if scored else EXTRACTION)), scored))
-    backends = {folder_label(folder, data) for folder, data, _ in found}
+    found = task_results(run_dir, task)
+    backends = {s.backend for s in found}
     rows: list[dict[str, Any]] = []
     items: list[dict[str, Any]] = []
-    for folder, data, scored in found:
-        member, backend = folder.parent.name, folder_label(folder, data)
+    for s in found:
+        member, backend, data, status = s.member, s.backend, s.score(), s.status
         label = member if len(backends) <= 1 else f"{member} [{backend}]"
-        if not scored:
-            data = {"run": data.get("run") or {},
-                    **(failure_of(data) or Failed(NOTEBOOK_FAILED, "no score.json")).to_json()}
-        status = status_of(data)
         run = data.get("run") or {}
         member_items = data.get("items") or []
         rows.append({
@@ -97,7 +83,7 @@ def load_scores(run_dir: str | Path, task: str) -> tuple[pd.DataFrame, pd.DataFr
             "parse": run.get("parse"), "input_tokens": run.get("input_tokens"),
             "output_tokens": run.get("output_tokens"), "usd": run.get("usd"), "latency_s": run.get("latency_s"),
             "error": run.get("error"), "truncated": run.get("truncated"), "items": len(member_items), "notes": len(data.get("notes") or []),
-            "path": f"{member}/{folder.name}/{SCORE}" if scored else None,
+            "path": f"{member}/{s.home.name}/{SCORE}" if s.has_score else None,
             **{f"metric.{k}": v for k, v in sorted((data.get("metrics") or {}).items())},
         })
         for item in member_items:
@@ -243,13 +229,9 @@ TREND_MIN_RUNS = 2  # earlier runs of the task the history must hold before a tr
 
 def headline_metric(run_dir: str | Path, task: str) -> str:
     """The metric a task's score is (its scorer's ``details.headline``, e.g. ``relations_f1``), else "score"."""
-    for path in sorted((Path(run_dir) / task).glob(f"*/*/{SCORE}")):
-        try:
-            data = read_json(path)
-        except (OSError, ValueError):
-            continue
-        if status_of(data) == SCORED:  # an error has no details to tell by
-            return (data.get("details") or {}).get("headline") or "score"
+    base = task_dir(run_dir, task)
+    for s in scan(base) if base.is_dir() else []:  # scored only: an error has no details to tell by
+        return (s.score().get("details") or {}).get("headline") or "score"
     return "score"
 
 

@@ -59,7 +59,8 @@ class RescoreResult:
 def _rescore_one(board_dir: Path, task_id: str, member_id: str, label: str, entry: dict[str, Any],
                  corpus: Path, sources: Path | None, cache: dict) -> tuple[Rescored, dict[str, Any] | None]:
     from .corpus import find_task
-    from .pipeline import read_json, score_record
+    from .pipeline import score_record
+    from .runfolder import read_extraction
     from .scoreboard import truth_sha256
     from .sources import check_integrity, read_document, sha256_file
 
@@ -70,7 +71,7 @@ def _rescore_one(board_dir: Path, task_id: str, member_id: str, label: str, entr
         return res, None
     home = board_dir / folder
     try:
-        extraction = read_json(home / "extraction.json")
+        extraction = read_extraction(home)
         if task_id not in cache:
             cache[task_id] = find_task(corpus, task_id)
         member = cache[task_id].member(member_id)

@@ -7,15 +7,19 @@ moment its call completes), so a failure anywhere keeps what was done before it.
 A member × backend whose call, scorer or notebook failed ends with status
 ``error`` and its cause (`evalkit.status`), never with a score: exit 5.
 
-A run holds its folder (`evalkit.interrupt.hold`): a second run into it is
+A run holds its folder (`runfolder.hold`): a second run into it is
 refused while the first lives. SIGINT/SIGTERM stop a run within about a second
 and raise `Interrupted` saying how far each phase got. A run that did not finish
 (stopped, crashed) leaves ``.evalkit.unfinished`` in its folder; the next run
 into it resumes: an extraction.json that already answers the same request with
 the same backend spec, and did not fail, is reused instead of called again.
 Finished runs one after another into one folder add up: run.json lists every
-backend and member the folder holds (`merge_run_json`), and the task reports
-read every score.json there.
+backend and member the folder holds (`runfolder.merge_run_json`), and the task
+reports read every score.json there. Where each file lives: `evalkit.runfolder`.
+
+Scoring: score.ipynb per member × backend, or with ``notebooks=False``
+(``--no-notebooks``) the same function in this process (`pipeline.score_home`):
+either way the outcomes are read back from score.json.
 """
 
 from __future__ import annotations
@@ -30,46 +34,48 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Callable
 
-from . import __version__
+from . import __version__, runfolder
 from .corpus import Member, Task, load_member, load_tasks
-from .errors import (EXIT_BACKEND, EXIT_FAILED, EXIT_INTEGRITY, EXIT_OK, CassetteError, CorpusError,
-                     EvalkitError, IntegrityError, SourceMissing, UsageError)
+from .errors import (EXIT_BACKEND, EXIT_FAILED, EXIT_INTEGRITY, EXIT_OK, CassetteError, CorpusError, IntegrityError,
+                     SourceMissing, UsageError)
 from .backends import check_labels, labels_slug
-from .interrupt import Interrupted, hold
+from .interrupt import Interrupted
 from .jsonio import remove_partials
-from .pipeline import (EXTRACTION, SCORE, backend_context, extraction_record, home_dir, is_current, read_json,
-                       render_request, write_json, write_score)
+from .pipeline import backend_context, extraction_record, is_current, render_request, score_home
 from .paths import member_ref
+from .runfolder import Home, hold
 from .sources import Document, check_integrity, read_document, sha256_file
 from .status import ERROR, NOTEBOOK_FAILED, REFUSED, SCORED, Failed, failure_of
-
-RUN_JSON = "run.json"
-UNFINISHED = ".evalkit.unfinished"  # in a run folder whose last run did not finish: the next one resumes it
 
 
 @dataclass
 class RunOptions:
+    """What `run` and `evalkit.sweep.sweep` take (a sweep runs each member with these, one run folder each).
+
+    The fields marked *run only* are refused by a sweep."""
+
     corpus: Path
     backends: list[tuple[str, str]]  # (label, spec)
     sources: Path | None = None
     tasks: list[str] | None = None
     only: list[str] | None = None  # member ids (or task/member)
-    out: Path | None = None
+    out: Path | None = None  # the run (or sweep) folder
     threshold: float | None = None
-    workers: int = max(1, os.cpu_count() or 1)
-    max_concurrency: int = 8
-    html: bool = True
-    record: list[str] = field(default_factory=list)  # NAME=PATH: record that backend's calls to a cassette
-    dry_run: bool = False
-    max_usd: float | None = None
+    workers: int = max(1, os.cpu_count() or 1)  # worker processes: a run's notebooks, a sweep's members
+    max_concurrency: int = 8  # backend calls in flight (a sweep: per member)
+    html: bool = True  # render the notebooks' HTML pages and index.html
+    notebooks: bool = True  # False: score in-process (no papermill, no HTML) — `--no-notebooks`
+    report: bool = True  # run report.ipynb per task
+    force: bool = False  # a sweep re-runs current members too
+    record: list[str] = field(default_factory=list)  # run only: NAME=PATH, record that backend's calls to a cassette
+    dry_run: bool = False  # run only
+    max_usd: float | None = None  # run only
     prices: Path | None = None
     allow_unpriced: bool = False  # --allow-unpriced: a model with no price may run under --max-usd / --dry-run
-    notebooks: bool = True  # False: score in-process (no papermill, no HTML) — `sweep --no-notebooks`
-    report: bool = True  # run report.ipynb per task
-    judge: str | None = None  # --judge SPEC (evalkit.judge)
+    judge: str | None = None  # run only: --judge SPEC (evalkit.judge)
     judge_mode: str | None = None  # --judge-mode reference|pairwise|both (default reference)
     judge_cache: Path | None = None  # --judge-cache PATH (default <run folder's parent>/judge-cache.jsonl)
-    ontology: Path | None = None  # --ontology PATH (evalkit.ontology)
+    ontology: Path | None = None  # run only: --ontology PATH (evalkit.ontology)
     ontology_mode: str | None = None  # --ontology-mode open|strict
 
 
@@ -113,15 +119,6 @@ class RunResult:
         if any(o.status == SCORED and o.passed is False for o in self.outcomes):
             return EXIT_FAILED
         return EXIT_OK
-
-
-@dataclass
-class Home:
-    """Where one member × backend lives in the run folder."""
-
-    member: Member
-    label: str
-    dir: Path
 
 
 def default_run_id(labels: list[str]) -> str:
@@ -249,29 +246,29 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
 
     held.enter_context(hold(run_dir))
     done.run_dir = run_dir
-    previous_run = read_json(run_dir / RUN_JSON) if (run_dir / RUN_JSON).is_file() else {}
-    resuming = (run_dir / UNFINISHED).is_file()
-    write_json(run_dir / UNFINISHED, {"started": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    resuming = runfolder.is_unfinished(run_dir)
+    runfolder.mark_unfinished(run_dir, datetime.now(timezone.utc).isoformat(timespec="seconds"))
     ctx = backend_context([m for m, _ in cleared], opts.sources, documents)
     backends = open_backends(resolved, ctx, prices, check=False)
     jobs, homes, home_of = [], [], {}
     for (m, _), request in zip(cleared, requests):
         for b in backends:
-            homes.append(Home(m, b.label, home_dir(run_dir, m.task.id, m.id, b.label)))
-            if resuming and _reusable(homes[-1].dir / EXTRACTION, request, b.spec):
+            homes.append(Home.of(run_dir, m, b.label))
+            if resuming and _reusable(homes[-1].dir, request, b.spec):
                 done.reused += 1
             else:
                 jobs.append(Job(b, request))
                 home_of[id(jobs[-1])] = homes[-1]
     done.folders = [run_dir / t.id for t in tasks] + [h.dir for h in homes]
     for h in homes:  # verdicts of an earlier run in this folder never carry over
-        judging.clear(h.dir)
+        runfolder.clear_judgments(h.dir)
     for t in tasks:
-        (run_dir / t.id / judging.PAIRWISE_FILE).unlink(missing_ok=True)
+        runfolder.clear_pairwise(run_dir, t.id)
 
     def keep(job: Job, completion) -> None:  # write each extraction as soon as it exists
-        write_json(home_of[id(job)].dir / EXTRACTION, extraction_record(home_of[id(job)].member, job.backend,
-                                                                         job.request, completion, ontology))
+        home = home_of[id(job)]
+        runfolder.write_extraction(home.dir, extraction_record(home.member, job.backend, job.request, completion,
+                                                               ontology))
 
     tick = progress("extracting", len(jobs)) if progress else None
     try:
@@ -289,15 +286,14 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
         judge_backend = open_backends([judge_resolved], BackendContext(documents=ctx.documents), prices,
                                       check=False)[0]
         left = None if opts.max_usd is None else max(0.0, opts.max_usd - pool.spent_usd)
-        phase = judging.judge_phase(run_dir, [judging.Home(h.member, h.label, h.dir) for h in homes], documents,
-                                    judge_backend, judge_mode, labels, opts.sources, opts.threshold,
-                                    opts.max_concurrency, left, progress, judge_resolved.cassette)
+        phase = judging.judge_phase(run_dir, homes, documents, judge_backend, judge_mode, labels, opts.sources,
+                                    opts.threshold, opts.max_concurrency, left, progress, judge_resolved.cassette)
         judge_info = {"spec": judge_backend.spec, "model": judge_backend.model, "mode": judge_mode,
                       "cache": str(judge_resolved.cassette) if judge_resolved.cassette else None,
                       "requests": phase.requests, "calls": phase.calls, "replayed": phase.replayed}
 
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    write_json(run_dir / RUN_JSON, merge_run_json(previous_run, {
+    runfolder.write_run_json(run_dir, {
         "evalkit_version": __version__,
         "versions": _versions(),
         "started": started,
@@ -312,40 +308,30 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
         "ontology_mode": ontology.mode if ontology else "freeform",
         **({"ontology": ontology.to_json()} if ontology else {}),
         **({"judge": judge_info} if judge_info else {}),
-    }))
+    })
     if opts.notebooks:
-        outcomes += _score_in_notebooks(homes, tasks, run_dir, opts, progress)
+        _score_in_notebooks(homes, tasks, run_dir, opts, progress)
         if opts.html:
             from .render import render_run
 
             render_run(run_dir)
-    else:
-        outcomes += _score_in_process(homes, documents, opts)
+    else:  # what score.ipynb does, in this process
+        for h in homes:
+            score_home(h.member, h.dir, opts.sources, opts.threshold, documents[h.member.key])
+    outcomes += [_outcome(h, runfolder.read_score(h.dir)) for h in homes]
     if judge_resolved is not None:
         judging.print_messages(phase.messages)
-    (run_dir / UNFINISHED).unlink()
+    runfolder.mark_finished(run_dir)
     return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), reused=done.reused)
 
 
-def _reusable(path: Path, request: Any, spec: str) -> bool:
+def _reusable(home: Path, request: Any, spec: str) -> bool:
     """An extraction.json already on disk that answers this request with this backend and did not fail."""
     try:
-        extraction = read_json(path) if path.is_file() else None
+        extraction = runfolder.read_extraction(home) if (home / runfolder.EXTRACTION).is_file() else None
     except CorpusError:
         return False
     return isinstance(extraction, dict) and is_current(extraction, request, spec) and failure_of(extraction) is None
-
-
-def merge_run_json(previous: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
-    """run.json after a run into a folder earlier runs wrote to: this run's parameters and versions, with
-    every backend (each with the time its run started; a re-run label replaces its entry in place) and
-    every member the folder holds."""
-    if not isinstance(previous, dict) or not previous:
-        return current
-    new = {b["label"]: b for b in current["backends"]}
-    backends = [new.pop(b.get("label"), b) for b in previous.get("backends") or []] + list(new.values())
-    members = list(dict.fromkeys([*(previous.get("members") or []), *current["members"]]))
-    return {**current, "backends": backends, "members": members}
 
 
 def _order(o: Outcome) -> tuple:
@@ -365,15 +351,17 @@ def _outcome(home: Home, score: dict[str, Any]) -> Outcome:
                    metrics=score.get("metrics", {}), notes=notes)
 
 
-def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opts: RunOptions,
-                        progress) -> list[Outcome]:
-    """extract.ipynb + score.ipynb per member × backend, then report.ipynb per task: one process pool."""
+def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opts: RunOptions, progress) -> None:
+    """extract.ipynb + score.ipynb per member × backend (score.ipynb writes score.json: `pipeline.score_home`),
+    then report.ipynb per task: one pool of worker processes. A member × backend whose notebook failed
+    gets a score.json that says so: the index, scoreboard and history read the same status."""
     from .execute import execute, plan_member, plan_report
 
     jobs, per_home, per_task = [], {}, {}
     for h in homes:
-        pair = plan_member(run_dir, h.member.task.id, h.member.id, f"{h.label}={_spec(h)}", opts.corpus,
-                           opts.sources, opts.threshold)
+        spec = runfolder.read_extraction(h.dir)["backend"]["spec"]
+        pair = plan_member(run_dir, h.member.task.id, h.member.id, f"{h.label}={spec}", opts.corpus, opts.sources,
+                           opts.threshold)
         per_home[h.dir] = pair
         per_task.setdefault(h.member.task.id, []).extend(pair)
         jobs += pair
@@ -382,33 +370,11 @@ def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opt
     tick = progress("notebooks", len(jobs)) if progress else None
     results = execute(jobs, workers=opts.workers, on_done=(lambda j, r: tick()) if tick else None)
     by_output = {j.output: r for j, r in zip(jobs, results)}
-    outcomes = []
     for h in homes:
         failed = [by_output[j.output] for j in per_home[h.dir] if not by_output[j.output].ok]
-        if failed or not (h.dir / SCORE).exists():
-            why = failed[0].error if failed else "score.json was not written"
-            # score.json says so too: the index, scoreboard and history read the same status
-            score = write_score(h.dir, h.member, read_json(h.dir / EXTRACTION), Failed(NOTEBOOK_FAILED, why))
-        else:
-            score = read_json(h.dir / SCORE)
-        outcomes.append(_outcome(h, score))
+        if failed or not (h.dir / runfolder.SCORE).exists():
+            why = failed[0].error if failed else f"{runfolder.SCORE} was not written"
+            runfolder.write_score(h.dir, h.member.key, runfolder.read_extraction(h.dir), Failed(NOTEBOOK_FAILED, why))
     for j, r in zip(jobs, results):
-        if j.output.name == "report.ipynb" and not r.ok:
+        if j.output.name == runfolder.REPORT and not r.ok:
             print(f"evalkit: report notebook {j.output} failed: {r.error}", file=sys.stderr)
-    return outcomes
-
-
-def _spec(home: Home) -> str:
-    return read_json(home.dir / EXTRACTION)["backend"]["spec"]
-
-
-def _score_in_process(homes: list[Home], documents: dict[str, Document], opts: RunOptions) -> list[Outcome]:
-    """What score.ipynb does (`pipeline.score_extraction`, `pipeline.write_score`), without papermill."""
-    from .pipeline import score_extraction
-
-    outcomes = []
-    for h in homes:
-        extraction = read_json(h.dir / EXTRACTION)
-        result = score_extraction(h.member, extraction, h.dir, documents[h.member.key], opts.sources, opts.threshold)
-        outcomes.append(_outcome(h, write_score(h.dir, h.member, extraction, result)))
-    return outcomes

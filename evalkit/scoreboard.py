@@ -27,18 +27,18 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 from .corpus import DEFAULT_CORPUS, Member, find_task
 from .errors import EXIT_INVALID, CorpusError, EvalkitError
 from .jsonio import dumps, read_json, write_json
-from .status import SCORED, status_of
+from .runfolder import SCORE, Scored, scan
+from .status import SCORED
 
 __all__ = [
-    "SCHEMA_VERSION", "BOARD_NAME", "ScoreboardError", "Scored", "board_path", "dumps", "load_board",
-    "write_json", "locked", "edit_board", "scan", "redact_spec", "run_block", "entry_for", "settings_of",
+    "SCHEMA_VERSION", "BOARD_NAME", "ScoreboardError", "board_path", "dumps", "load_board",
+    "write_json", "locked", "edit_board", "redact_spec", "run_block", "entry_for", "settings_of",
     "truth_sha256", "update_scoreboard", "iter_entries", "numeric_metrics",
 ]
 
@@ -112,71 +112,6 @@ def iter_entries(board: Mapping[str, Any]) -> Iterator[tuple[str, str, str, dict
         for member in sorted(board["tasks"][task]):
             for label in sorted(board["tasks"][task][member]):
                 yield task, member, label, board["tasks"][task][member][label]
-
-
-# --------------------------------------------------------------------------- run folders
-
-
-@dataclass(frozen=True)
-class Scored:
-    """One member × backend with a score.json somewhere under a run (or sweep) folder."""
-
-    task: str
-    member: str
-    backend: str
-    home: Path  # <...>/<task>/<member>/<backend>/
-    run_dir: Path  # the nearest folder above `home` holding run.json (or the scanned root)
-    run_id: str  # the sweep folder's name for a sweep, else the run folder's name
-
-    def extraction(self) -> dict[str, Any]:
-        return read_json(self.home / "extraction.json")
-
-    def score(self) -> dict[str, Any]:
-        return read_json(self.home / "score.json")
-
-    def run_json(self) -> dict[str, Any]:
-        p = self.run_dir / "run.json"
-        return read_json(p) if p.is_file() else {}
-
-    def started(self, run_json: Mapping[str, Any]) -> str | None:
-        """When this backend's run started: its own entry in run.json (one folder can hold the backends
-        of several runs), else the run's."""
-        mine = [b for b in run_json.get("backends") or [] if isinstance(b, dict) and b.get("label") == self.backend]
-        return (mine[0] if mine else {}).get("started") or run_json.get("started")
-
-
-def scan(root: str | Path, status: str | None = SCORED) -> list[Scored]:
-    """Every scored member × backend under `root`: a run folder, a sweep folder, or a member's home.
-
-    Found by ``**/score.json``; the member key (``task/member``) and the backend label come from the
-    file (`backends.folder_label`: the folder holds the label's safe form). Sorted by (task, member,
-    backend, path). `status`: only score.json files of this status (`evalkit.status`: by default
-    ``scored`` — an error is no result to board, band or compare); None: every one.
-    """
-    from .backends import folder_label
-
-    root = Path(root)
-    if not root.is_dir():
-        raise ScoreboardError(f"{root}: run folder not found")
-    sweep_root = next((p for p in (root, *root.parents) if (p / "sweep.json").is_file()), None)
-    found = []
-    for path in root.rglob("score.json"):
-        home = path.parent
-        try:
-            data = read_json(path)
-        except CorpusError:
-            continue  # a half-written file is not a scored member
-        if not isinstance(data, dict):
-            continue  # nor is a foreign one
-        if status is not None and status_of(data) != status:
-            continue
-        key = data.get("member") or f"{home.parent.parent.name}/{home.parent.name}"
-        task, _, member = str(key).partition("/")
-        run_dir = next((p for p in home.parents if (p / "run.json").is_file()), root)
-        sroot = next((p for p in home.parents if (p / "sweep.json").is_file()), sweep_root)
-        run_id = (sroot or run_dir).name
-        found.append(Scored(task, member, folder_label(home, data), home, run_dir, run_id))
-    return sorted(found, key=lambda s: (s.task, s.member, s.backend, str(s.home)))
 
 
 # --------------------------------------------------------------------------- entries
@@ -328,7 +263,7 @@ def update_scoreboard(run_result: Any, board_path: str | Path, justifications: M
         missing = keys - {(s.task, s.member, s.backend) for s in found}
         if missing:
             names = ", ".join(f"{t}/{m} [{b}]" for t, m, b in sorted(missing))
-            raise ScoreboardError(f"{root}: no score.json for {names}")
+            raise ScoreboardError(f"{root}: no {SCORE} for {names}")
     cache: dict = {}
     # Build the entries before taking the lock: the lock is held only for the read-modify-write.
     entries = [(s, entry_for(s, board_path.parent, corpus, src, cache)) for s in found]

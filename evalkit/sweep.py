@@ -1,18 +1,19 @@
-"""`evalkit sweep`: every member of every selected task, one worker process per member job.
+"""`evalkit sweep`: every member of every selected task, each in a worker process of its own.
 
-A sweep folder::
+A sweep folder (`evalkit.runfolder`)::
 
     <sweep>/sweep.json                                   parameters; per member: status, outcomes, currency keys
     <sweep>/members/<task>/<member>/                     a complete run folder of that one member:
         run.json, <task>/<member>/<backend>/{extraction.json, score.json, extract.ipynb, score.ipynb, …}
 
-Each member runs through the runner (`evalkit.runner.run`, notebooks and all) in its own
-worker process, N at a time (default: the CPU count). A member that fails — refused by the
-integrity gate, a backend error, a crash, even a worker process dying — is recorded and the
+Each member runs through the runner (`evalkit.runner.run`, with the sweep's `RunOptions`) in a worker
+process (`evalkit.workers`), N at a time (default: the CPU count); the worker executes the member's
+notebooks itself, so its kernels are its own children. A member that fails — refused by the
+integrity gate, a backend error, a crash, even its worker process dying — is recorded and the
 others carry on; the summary lists every failure and the exit code says what kind.
 
-``--no-notebooks`` runs the same pipeline without papermill (`run_direct`: integrity gate →
-backends → extraction.json → scorer → score.json, no .ipynb/.html): the same files the
+``--no-notebooks`` runs the same pipeline without papermill (integrity gate → backends →
+extraction.json → `pipeline.score_home` → score.json, no .ipynb/.html): the same files the
 scoreboard, band and check read, in a fraction of the time.
 
 **Current** (skipped on a re-run, unless ``--force``): a member whose previous outcome in this
@@ -24,7 +25,7 @@ names (a cassette or predictions dir), the truth file's sha256, the task.yaml sh
 threshold), the run's ``--threshold``, the engine (notebooks or not) and the evalkit version. A member
 whose source fails its integrity check is never current: it is re-run, and refused, with no model call.
 
-A sweep holds its folder (`evalkit.interrupt.hold`): a second sweep into it is refused while the first
+A sweep holds its folder (`runfolder.hold`): a second sweep into it is refused while the first
 lives. SIGINT/SIGTERM stop the member workers (and their notebook workers and kernels) at once;
 sweep.json keeps every member that finished, so the same command finishes the rest.
 """
@@ -32,40 +33,24 @@ sweep.json keeps every member that finished, so the same command finishes the re
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import traceback
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from . import __version__
-from .errors import EXIT_BACKEND, EXIT_CASSETTE, EXIT_INTEGRITY, EXIT_OK, CorpusError, Escape, EvalkitError
-from .interrupt import Interrupted, hold, spawn_context, stop_pool, worker_signals
-from .runner import Outcome, RunOptions, RunResult
+from . import __version__, runfolder
+from .errors import (EXIT_BACKEND, EXIT_CASSETTE, EXIT_INTEGRITY, EXIT_OK, CorpusError, Escape, EvalkitError,
+                     UsageError)
+from .interrupt import Interrupted
+from .runner import Outcome, RunOptions
 from .status import ERROR, REFUSED, SCORED, SKIPPED
+from .workers import WorkerDied, run_all
 
-__all__ = ["SweepOptions", "MemberResult", "SweepResult", "sweep", "run_direct", "currency_keys", "default_sweep_dir",
-           "SWEEP_JSON"]
+__all__ = ["MemberResult", "SweepResult", "sweep", "currency_keys", "default_sweep_dir"]
 
-SWEEP_JSON = "sweep.json"
 SCHEMA_VERSION = 1
-WORKER_GRACE_S = 0.5  # a stopped member worker's time for its notebook workers to stop their kernels
-
-
-# --------------------------------------------------------------------------- a run without notebooks
-
-
-def run_direct(opts: RunOptions) -> RunResult:
-    """`runner.run` without papermill: same gate, backends, pool and files (no notebooks, no HTML)."""
-    from dataclasses import replace
-
-    from .runner import run
-
-    return run(replace(opts, notebooks=False, html=False))
 
 
 # --------------------------------------------------------------------------- currency
@@ -138,22 +123,6 @@ def currency_keys(member: Any, backends: list[tuple[str, str]], sources: Path | 
 
 
 @dataclass
-class SweepOptions:
-    corpus: Path
-    backends: list[tuple[str, str]]
-    sources: Path | None = None
-    tasks: list[str] | None = None
-    only: list[str] | None = None
-    out: Path | None = None
-    threshold: float | None = None
-    workers: int = max(1, os.cpu_count() or 1)
-    max_concurrency: int = 8
-    html: bool = False
-    notebooks: bool = True
-    force: bool = False
-
-
-@dataclass
 class MemberResult:
     task: str
     member: str
@@ -219,62 +188,40 @@ def _outcome(d: dict[str, Any]) -> Outcome:
     return Outcome(**{k: d.get(k, v) for k, v in asdict(Outcome("", "", "", "")).items()})
 
 
-def _member_job(payload: dict[str, Any]) -> dict[str, Any]:
-    """Worker: run one member into its own run folder. Never raises."""
-    try:
-        opts = RunOptions(
-            corpus=Path(payload["corpus"]), backends=[tuple(b) for b in payload["backends"]],
-            sources=Path(payload["sources"]) if payload["sources"] else None, tasks=[payload["task"]],
-            only=[payload["member"]], out=Path(payload["out"]), threshold=payload["threshold"], workers=1,
-            max_concurrency=payload["max_concurrency"], html=payload["html"],
-        )
-        if payload["notebooks"]:
-            from .runner import run
+def _member_job(opts: RunOptions) -> dict[str, Any]:
+    """Worker: run one member (`opts` selects it) into its own run folder, afresh. Never raises."""
+    from .runner import run
 
-            result = run(opts)
-        else:
-            result = run_direct(opts)
-        return {"outcomes": [asdict(o) for o in result.outcomes]}
+    try:
+        if opts.out.exists():
+            shutil.rmtree(opts.out)  # no stale files from an earlier run of this member
+        return {"outcomes": [asdict(o) for o in run(opts).outcomes]}
     except EvalkitError as e:
         return {"crash": str(e), "exit_code": e.exit_code}
     except BaseException as e:  # noqa: BLE001 - a worker reports, it never takes the sweep down
         return {"crash": traceback.format_exception_only(type(e), e)[-1].strip(), "exit_code": EXIT_BACKEND}
 
 
-def _load_previous(sweep_dir: Path) -> dict[str, Any]:
-    from .pipeline import read_json
-
-    path = sweep_dir / SWEEP_JSON
-    if not path.is_file():
-        return {}
-    try:
-        return read_json(path).get("members") or {}
-    except EvalkitError:
-        return {}
-
-
 def _is_current(prev: dict[str, Any] | None, keys: dict[str, Any] | None, sweep_dir: Path, labels: list[str]) -> bool:
-    from .pipeline import SCORE, home_dir
-
     if not prev or keys is None or prev.get("status") not in ("ran", "current") or prev.get("keys") != keys:
         return False
     outs = prev.get("outcomes") or []
     if sorted(o.get("backend") for o in outs) != sorted(labels) or any(o.get("status") != SCORED for o in outs):
         return False
     run_dir = sweep_dir / prev.get("run_dir", "")
-    return all((home_dir(run_dir, o["task"], o["member"], o["backend"]) / SCORE).is_file() for o in outs)
+    return all((runfolder.member_dir(run_dir, o["task"], o["member"], o["backend"]) / runfolder.SCORE).is_file()
+               for o in outs)
 
 
-def _write_sweep_json(sweep_dir: Path, opts: SweepOptions, records: dict[str, MemberResult],
+def _write_sweep_json(sweep_dir: Path, opts: RunOptions, records: dict[str, MemberResult],
                       others: dict[str, Any] | None = None) -> None:
-    from .pipeline import write_json
     from .scoreboard import redact_spec
 
     members = dict(others or {})
     members.update({k: {"status": r.status, "message": r.message, "run_dir": r.run_dir, "keys": r.keys,
                         "exit_code": r.exit_code, "outcomes": [asdict(o) for o in r.outcomes]}
                     for k, r in records.items()})
-    write_json(sweep_dir / SWEEP_JSON, {
+    runfolder.write_sweep_json(sweep_dir, {
         "schema_version": SCHEMA_VERSION,
         "evalkit_version": __version__,
         "corpus": str(opts.corpus),
@@ -287,23 +234,35 @@ def _write_sweep_json(sweep_dir: Path, opts: SweepOptions, records: dict[str, Me
     })
 
 
-def sweep(opts: SweepOptions, progress: Callable[[MemberResult], Any] | None = None) -> SweepResult:
-    """Run every selected member (skipping current ones) in worker processes; see module docstring."""
+def _refuse_run_only(opts: RunOptions) -> None:
+    """A sweep runs each member on its own: a budget, a recording, a judge or an ontology across members
+    is `evalkit run`'s."""
+    given = [flag for flag, value in (("--record", opts.record), ("--dry-run", opts.dry_run),
+                                      ("--max-usd", opts.max_usd is not None), ("--judge", opts.judge),
+                                      ("--ontology", opts.ontology)) if value]
+    if given:
+        raise UsageError(f"sweep: {', '.join(given)} apply to `evalkit run` only")
+
+
+def sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None = None) -> SweepResult:
+    """Run every selected member (skipping current ones, unless ``opts.force``) in worker processes; see
+    module docstring. ``opts.workers``: members at a time."""
     with ExitStack() as held:  # the sweep folder's lock, once taken
         return _sweep(opts, progress, held)
 
 
-def _sweep(opts: SweepOptions, progress: Callable[[MemberResult], Any] | None, held: ExitStack) -> SweepResult:
+def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, held: ExitStack) -> SweepResult:
     from .backends import check_labels
     from .corpus import load_tasks
     from .paths import member_ref
 
+    _refuse_run_only(opts)
     labels = check_labels(label for label, _ in opts.backends)
     if not labels:
         raise EvalkitError("sweep: give at least one --backend NAME=SPEC")
     tasks = load_tasks(opts.corpus, opts.tasks)
     sweep_dir = Path(opts.out or default_sweep_dir(labels))
-    on_disk = _load_previous(sweep_dir)
+    on_disk = runfolder.read_sweep_json(sweep_dir).get("members") or {}
     previous = {} if opts.force else on_disk
 
     if opts.only:
@@ -338,20 +297,20 @@ def _sweep(opts: SweepOptions, progress: Callable[[MemberResult], Any] | None, h
             else:
                 todo.append((task.id, mdir.name, keys))
 
-    def payload(task_id: str, member_id: str) -> dict[str, Any]:
-        out = sweep_dir / "members" / task_id / member_id
-        if out.exists():
-            shutil.rmtree(out)  # no stale files from an earlier run of this member
-        return {"corpus": str(Path(opts.corpus).resolve()), "sources": str(Path(opts.sources).resolve()) if opts.sources else None,
-                "backends": [list(b) for b in opts.backends], "task": task_id, "member": member_id,
-                "out": str(out.resolve()), "threshold": opts.threshold, "max_concurrency": opts.max_concurrency,
-                "html": opts.html, "notebooks": opts.notebooks}
-
     # Members outside this selection keep their record in sweep.json (a later full sweep can skip them).
     others = {k: v for k, v in on_disk.items() if k not in selected}
+    outs = [runfolder.sweep_member_dir(sweep_dir, t, m) for t, m, _ in todo]
+    member_opts = [replace(opts, corpus=Path(opts.corpus).resolve(), sources=Path(opts.sources).resolve()
+                           if opts.sources else None, tasks=[t], only=[m], out=out.resolve(), workers=1, force=False)
+                   for (t, m, _), out in zip(todo, outs)]
 
-    def record(task_id: str, member_id: str, keys: dict[str, Any] | None, raw: dict[str, Any]) -> None:
-        rel = f"members/{task_id}/{member_id}"
+    def record(i: int, raw: Any) -> None:
+        task_id, member_id, keys = todo[i]
+        rel = outs[i].relative_to(sweep_dir).as_posix()
+        if isinstance(raw, WorkerDied):
+            raw = {"crash": str(raw), "exit_code": EXIT_BACKEND}
+        elif isinstance(raw, Exception):  # pickling trouble and the like: this member only
+            raw = {"crash": f"{type(raw).__name__}: {raw}", "exit_code": EXIT_BACKEND}
         if "crash" in raw:
             res = MemberResult(task_id, member_id, "failed", message=raw["crash"], run_dir=rel, keys=keys,
                                exit_code=raw.get("exit_code", EXIT_BACKEND))
@@ -362,74 +321,21 @@ def _sweep(opts: SweepOptions, progress: Callable[[MemberResult], Any] | None, h
         if progress:
             progress(res)
 
-    held.enter_context(hold(sweep_dir))
+    held.enter_context(runfolder.hold(sweep_dir))
     try:
-        suspects = _run_pool(todo, payload, record, max(1, opts.workers))
-        # A worker process that died took its pool down: run each member that was in flight alone, to know which.
-        for job in suspects:
-            for t, m, k in _run_pool([job], payload, record, 1):
-                record(t, m, k, {"crash": "the worker process died (killed, out of memory, or a crash in native code)",
-                                 "exit_code": EXIT_BACKEND})
+        run_all([(_member_job, (o,)) for o in member_opts], max(1, opts.workers), on_done=record)
     except KeyboardInterrupt:  # SIGINT/SIGTERM: the member workers are stopped by now
         from .jsonio import remove_partials
 
         remove_partials(sweep_dir, recursive=False)
-        for task_id, member_id, _ in todo:  # the member run folders are this sweep's own
-            remove_partials(sweep_dir / "members" / task_id / member_id)
+        for out in outs:  # the member run folders are this sweep's own
+            remove_partials(out)
         finished = sum(r.status != "current" for r in records.values())
         raise Interrupted(f"{finished}/{len(todo)} member(s) run, {len(records) - finished} current; "
-                          f"kept in {sweep_dir / SWEEP_JSON}", sweep_dir) from None
+                          f"kept in {sweep_dir / runfolder.SWEEP_JSON}", sweep_dir) from None
     _write_sweep_json(sweep_dir, opts, records, others)
     members = [records[k] for k in sorted(records)]
     return SweepResult(run_dir=sweep_dir, members=members)
-
-
-def _run_pool(todo, payload, record, workers: int) -> list:
-    """Run `todo` in spawn-context worker processes, at most `workers` at a time.
-
-    Returns the jobs that were running when a worker process died (the pool dies with it, so
-    which of them crashed is not known); jobs not yet started go on in a fresh pool.
-    """
-    queue, suspects = list(todo), []
-    ctx = spawn_context()  # no fork of a process that may hold threads or an event loop
-    while queue:
-        pool = ProcessPoolExecutor(max_workers=min(workers, len(queue)), mp_context=ctx,
-                                   initializer=worker_signals, initargs=(WORKER_GRACE_S,))
-        running: dict = {}
-        try:
-            while queue or running:
-                while queue and len(running) < workers:  # submit only what can start: a break loses no queue
-                    t, m, k = queue[0]
-                    try:
-                        fut = pool.submit(_member_job, payload(t, m))
-                    except BrokenProcessPool:  # a worker died since the last wait: this job never started
-                        break
-                    running[fut] = queue.pop(0)
-                if not running:  # the pool broke with nothing of ours in it: go on in a fresh one
-                    break
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                broken = False
-                for fut in done:
-                    job = running.pop(fut)
-                    try:
-                        raw = fut.result()
-                    except BrokenProcessPool:
-                        suspects.append(job)
-                        broken = True
-                        continue
-                    except Exception as e:  # pickling trouble and the like: this member only
-                        raw = {"crash": f"{type(e).__name__}: {e}", "exit_code": EXIT_BACKEND}
-                    record(*job, raw)
-                if broken:
-                    suspects.extend(running.values())  # died with the pool
-                    running.clear()
-                    break
-        except BaseException:  # an interrupt: stop the members in flight now, not when they end
-            stop_pool(pool)
-            raise
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-    return suspects
 
 
 def print_sweep_summary(result: SweepResult, echo: Callable[[str], Any] = print) -> None:

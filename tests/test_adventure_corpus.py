@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalkit.corpus import load_task, load_truth, validate_corpus
+from evalkit.corpus import load_task, load_truth
+from evalkit.validate import validate_corpus
 from evalkit.scoring import ScoreContext
 from evalkit.sources import check_integrity, read_document
 

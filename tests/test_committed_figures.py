@@ -12,7 +12,7 @@ import pytest
 
 from corpus_factory import cli
 from evalkit.corpus import DEFAULT_CORPUS
-from evalkit.scoreboard import scan
+from evalkit.runfolder import scan
 
 ROOT = DEFAULT_CORPUS.parent
 SOURCES = Path(os.environ.get("EVALKIT_SOURCES", ROOT.parent / "shared" / "data"))

@@ -398,7 +398,8 @@ def test_validate_never_writes_into_a_corpus(world):
 
 
 def test_bundled_corpus_still_validates_and_is_left_as_it_was():
-    from evalkit.corpus import DEFAULT_CORPUS, validate_corpus
+    from evalkit.corpus import DEFAULT_CORPUS
+    from evalkit.validate import validate_corpus
 
     sources = Path(os.environ.get("EVALKIT_SOURCES") or "/nonexistent")
     before = snapshot(DEFAULT_CORPUS)

@@ -6,7 +6,8 @@ import sys
 import pytest
 
 from corpus_factory import make_corpus, write_yaml
-from evalkit.corpus import load_task, validate_corpus
+from evalkit.corpus import load_task
+from evalkit.validate import validate_corpus
 from evalkit.errors import CorpusError, IntegrityError, InvalidCorpus, SourceMissing
 from evalkit.sources import check_integrity
 

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalkit.corpus import load_task, validate_corpus
+from evalkit.corpus import load_task
+from evalkit.validate import validate_corpus
 from evalkit.models import Manifest
 from evalkit.scoring import ScoreContext
 from evalkit.scoring.graph import GraphTruth

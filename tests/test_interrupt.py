@@ -22,7 +22,7 @@ import pytest
 
 from conftest import mini_corpus
 from corpus_factory import make_corpus
-from evalkit.runner import UNFINISHED
+from evalkit.runfolder import UNFINISHED
 
 ROOT = Path(__file__).resolve().parent.parent
 GATE_ENV = "EVALKIT_TEST_GATE"  # read by the test pipeline and scorer below, never by evalkit
@@ -291,7 +291,7 @@ def test_runs_with_other_backends_into_one_folder_add_up(pipeline, tmp_path):
 
 
 def test_merge_run_json_replaces_a_rerun_label_in_place_and_keeps_the_others():
-    from evalkit.runner import merge_run_json
+    from evalkit.runfolder import merge_run_json
 
     previous = {"started": "t1", "backends": [{"label": "a", "spec": "fake", "started": "t1"},
                                               {"label": "b", "spec": "x", "started": "t1"}], "members": ["t/m0"]}

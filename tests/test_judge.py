@@ -21,9 +21,9 @@ from evalkit.backends.base import Completion
 from evalkit.cassette import load_records, make_record
 from evalkit.corpus import DEFAULT_CORPUS, load_task
 from evalkit.jsonio import canonical_sha
-from evalkit.judge import (JUDGMENTS, REFERENCE, candidates, load_judgments, parse_matches,
-                           reference_request)
+from evalkit.judge import REFERENCE, candidates, parse_matches, reference_request
 from evalkit.pipeline import render_request
+from evalkit.runfolder import JUDGMENTS, read_judgments
 from evalkit.runner import RunOptions, run
 from evalkit.scoring import ScoreContext
 from evalkit.scoring.graph import SCORER, corpus_metrics, expected_extraction
@@ -306,11 +306,11 @@ def test_verdicts_of_an_earlier_run_are_not_inherited(tmp_path):
     assert not list(out.rglob(JUDGMENTS))
 
 
-def test_load_judgments_only_for_the_extraction_it_judged(tmp_path):
+def test_read_judgments_only_for_the_extraction_it_judged(tmp_path):
     ext = {"record": {"entities": []}}
     (tmp_path / JUDGMENTS).write_text(json.dumps({"extraction_sha256": canonical_sha(ext["record"]), "axes": {}}))
-    assert load_judgments(tmp_path, ext) is not None
-    assert load_judgments(tmp_path, {"record": {"entities": [{"name": "x"}]}}) is None
+    assert read_judgments(tmp_path, ext) is not None
+    assert read_judgments(tmp_path, {"record": {"entities": [{"name": "x"}]}}) is None
 
 
 @pytest.mark.parametrize("args, message", [

@@ -9,7 +9,7 @@ import pytest
 
 from evalkit import pairwise
 from evalkit.errors import CassetteError
-from evalkit.judge import PAIRWISE_FILE
+from evalkit.runfolder import PAIRWISE
 from servers.fixtures import *  # noqa: F401,F403
 from servers.openai_fake import OpenAIFake
 from test_judge import (TASK, TWO, aliased, anthropic_answer, dropped, python_judge, run_graph, truth, two_cassettes,
@@ -19,7 +19,7 @@ FOUR = ("brannock-lighthouse", "copper-wolves", "lake-orvel", "orla-fenwick")
 
 
 def pairwise_json(out: Path) -> dict:
-    return json.loads((out / "encyclopedia" / PAIRWISE_FILE).read_text(encoding="utf-8"))
+    return json.loads((out / "encyclopedia" / PAIRWISE).read_text(encoding="utf-8"))
 
 
 def rows_by_axis(data: dict) -> dict:
@@ -81,8 +81,8 @@ def test_both_orders_slots_from_the_hash_and_a_rerun_reproduces_exactly(tmp_path
     run_graph(tmp_path / "runs" / "one", backends, judge=judge, judge_mode="pairwise")
     run_graph(tmp_path / "runs" / "two", backends, judge=judge, judge_mode="pairwise",
               judge_cache=tmp_path / "fresh-cache.jsonl")  # called afresh, not replayed
-    one = (tmp_path / "runs" / "one" / "encyclopedia" / PAIRWISE_FILE).read_bytes()
-    assert one == (tmp_path / "runs" / "two" / "encyclopedia" / PAIRWISE_FILE).read_bytes()
+    one = (tmp_path / "runs" / "one" / "encyclopedia" / PAIRWISE).read_bytes()
+    assert one == (tmp_path / "runs" / "two" / "encyclopedia" / PAIRWISE).read_bytes()
     data = json.loads(one)
     assert len(data["items"]) == len(TWO) * 3
     for item in data["items"]:

@@ -10,10 +10,9 @@ import pytest
 
 from corpus_factory import make_corpus
 from evalkit.history import append_history, history_frame, read_history, trend_frame
-from evalkit.runner import RunOptions, RunResult
-from evalkit.scoreboard import (ScoreboardError, dumps, load_board, redact_spec, scan, update_scoreboard,
-                                write_json)
-from evalkit.sweep import run_direct
+from evalkit.runfolder import scan
+from evalkit.runner import RunOptions, RunResult, run
+from evalkit.scoreboard import ScoreboardError, dumps, load_board, redact_spec, update_scoreboard, write_json
 
 WRITERS = 20
 
@@ -23,7 +22,7 @@ def run20(tmp_path_factory):
     """One notebook-free run of a 20-member corpus with the fake backend."""
     root = tmp_path_factory.mktemp("sb")
     corpus = make_corpus(root, members=WRITERS)
-    result = run_direct(RunOptions(corpus=corpus, backends=[("fake", "fake")], out=root / "runs" / "r1"))
+    result = run(RunOptions(corpus=corpus, backends=[("fake", "fake")], out=root / "runs" / "r1", notebooks=False))
     assert [o.status for o in result.outcomes] == ["scored"] * WRITERS
     return root, corpus, result
 
@@ -56,7 +55,8 @@ def test_settings_keep_only_non_default_overrides(tmp_path):
     corpus = make_corpus(tmp_path, members=1)
     task_yaml = corpus / "memos" / "task.yaml"
     task_yaml.write_text(task_yaml.read_text() + "settings: {max_tokens: 2048, temperature: 0.0}\n")
-    result = run_direct(RunOptions(corpus=corpus, backends=[("fake", "fake")], out=tmp_path / "run", threshold=0.5))
+    result = run(RunOptions(corpus=corpus, backends=[("fake", "fake")], out=tmp_path / "run", threshold=0.5,
+                            notebooks=False))
     update_scoreboard(result, corpus / "scoreboard.json")
     entry = load_board(corpus / "scoreboard.json")["tasks"]["memos"]["m0"]["fake"]
     assert entry["settings"] == {"max_tokens": 2048, "threshold": 0.5}

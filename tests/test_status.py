@@ -309,7 +309,8 @@ def test_every_reader_leaves_errors_out(tmp_path, pipeline):
     from evalkit.compare import load
     from evalkit.history import history_lines
     from evalkit.report import load_scores, member_metrics
-    from evalkit.scoreboard import scan, update_scoreboard
+    from evalkit.runfolder import scan
+    from evalkit.scoreboard import update_scoreboard
 
     spec, _ = pipeline
     corpus = make_corpus(tmp_path, members=5)

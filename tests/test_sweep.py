@@ -8,8 +8,10 @@ import os
 
 from corpus_factory import cli, make_corpus
 from evalkit.history import read_history
-from evalkit.pipeline import read_json
-from evalkit.sweep import SWEEP_JSON, SweepOptions, sweep
+from evalkit.jsonio import read_json
+from evalkit.runfolder import SWEEP_JSON
+from evalkit.runner import RunOptions
+from evalkit.sweep import sweep
 
 
 
@@ -36,7 +38,7 @@ def test_failing_member_never_stops_the_others_and_exit_lists_it(tmp_path):
 def test_rerun_skips_current_members_and_reruns_changed_ones(tmp_path):
     corpus = make_corpus(tmp_path, members=3)
     out = tmp_path / "sw"
-    opts = SweepOptions(corpus=corpus, backends=[("fake", "fake")], out=out, workers=2, notebooks=False)
+    opts = RunOptions(corpus=corpus, backends=[("fake", "fake")], out=out, workers=2, notebooks=False)
     first = sweep(opts)
     assert first.exit_code == 0 and [m.status for m in first.members] == ["ran"] * 3
     stamps = mtimes(out)
@@ -73,7 +75,7 @@ def test_predictions_edit_and_backend_change_make_members_stale(tmp_path):
     preds.mkdir()
     for i in range(2):
         (preds / f"m{i}.json").write_text(json.dumps({"account_id": f"ACC-{i:03d}", "rate": float(f"0.{i + 5}")}))
-    opts = SweepOptions(corpus=corpus, backends=[("p", f"predictions:dir={preds}")], out=tmp_path / "sw",
+    opts = RunOptions(corpus=corpus, backends=[("p", f"predictions:dir={preds}")], out=tmp_path / "sw",
                         workers=2, notebooks=False)
     assert [m.status for m in sweep(opts).members] == ["ran", "ran"]
     assert [m.status for m in sweep(opts).members] == ["current", "current"]
@@ -105,49 +107,13 @@ def extract(document, task):
 def test_a_worker_process_dying_fails_only_its_member(tmp_path):
     corpus = make_corpus(tmp_path, members=3)
     (tmp_path / "crashy.py").write_text(CRASHY)
-    opts = SweepOptions(corpus=corpus, backends=[("mine", f"python:{tmp_path / 'crashy.py'}:extract")],
+    opts = RunOptions(corpus=corpus, backends=[("mine", f"python:{tmp_path / 'crashy.py'}:extract")],
                         out=tmp_path / "sw", workers=2, notebooks=False)
     result = sweep(opts)
     status = {m.member: m.status for m in result.members}
     assert status == {"m0": "ran", "m1": "failed", "m2": "ran"}, result.failures
     assert "worker process died" in result.members[1].message
     assert [o.score for o in result.outcomes] == [1.0, 1.0] and result.exit_code == 5
-
-
-def test_a_pool_that_breaks_between_waits_loses_no_queued_member(monkeypatch):
-    # The race seen in CI: job a finished, job b's worker died, and the pool reported itself broken
-    # on the next submit (c) before b's future said so. c never started: it runs in a fresh pool.
-    from concurrent.futures import Future
-    from concurrent.futures.process import BrokenProcessPool
-
-    import evalkit.sweep as sweep_module
-
-    pools = []
-
-    class Pool:
-        def __init__(self, max_workers, mp_context, **_):
-            self.futures = []
-            pools.append(self)
-
-        def submit(self, fn, payload):
-            if len(pools) == 1 and len(self.futures) == 2:  # the first pool broke: c is refused
-                self.futures[1].set_exception(BrokenProcessPool("a worker died"))
-                raise BrokenProcessPool("a worker died")
-            fut = Future()
-            if len(pools) > 1 or not self.futures:  # a (and everything in the fresh pool) finishes
-                fut.set_result(f"ran {payload}")
-            self.futures.append(fut)
-            return fut
-
-        def shutdown(self, wait, cancel_futures):
-            pass
-
-    monkeypatch.setattr(sweep_module, "ProcessPoolExecutor", Pool)
-    recorded = []
-    todo = [("t", m, i) for i, m in enumerate("abc")]
-    suspects = sweep_module._run_pool(todo, lambda t, m: m, lambda t, m, k, raw: recorded.append((m, raw)), 2)
-    assert suspects == [("t", "b", 1)]
-    assert recorded == [("a", "ran a"), ("c", "ran c")] and len(pools) == 2
 
 
 def test_a_cassette_miss_fails_that_member_with_exit_6(tmp_path):
@@ -168,3 +134,16 @@ def test_a_cassette_miss_fails_that_member_with_exit_6(tmp_path):
               "--backend", f"tiny=cassette:path={tmp_path / 'c.jsonl'}")
     assert res.exit_code == 6, res.output
     assert "memos/m0 … 100.0% PASS" in res.output and "memos/m1 … FAILED" in res.output
+
+
+def test_a_sweep_refuses_the_run_only_options_and_writes_nothing(tmp_path):
+    import pytest
+
+    from evalkit.errors import UsageError
+
+    corpus = make_corpus(tmp_path, members=1)
+    out = tmp_path / "sw"
+    for run_only in ({"judge": "fake"}, {"max_usd": 1.0}, {"record": ["fake=c.jsonl"]}):
+        with pytest.raises(UsageError, match="apply to `evalkit run` only"):
+            sweep(RunOptions(corpus=corpus, backends=[("fake", "fake")], out=out, notebooks=False, **run_only))
+    assert not out.exists()

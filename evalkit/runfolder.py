@@ -1,0 +1,360 @@
+"""The run folder: every file a run leaves, where it lives, and the one reader and writer of each.
+
+::
+
+    <run>/run.json                       parameters and versions; every backend and member the folder holds
+    <run>/judge.json                     the judge phase's figures (--judge)
+    <run>/index.html                     links every page (`evalkit.render`)
+    <run>/.evalkit.lock, .evalkit.lock.json   held while a run writes the folder (`hold`)
+    <run>/.evalkit.unfinished            the last run into the folder did not finish: the next one resumes it
+    <run>/<task>/report.ipynb|.html      the task report; compare.ipynb|.html (`evalkit compare`)
+    <run>/<task>/pairwise.json           pairwise judging (--judge-mode pairwise|both)
+    <run>/<task>/<member>/<backend>/     one member × backend (`member_dir`): extraction.json (the record
+                                         and its run block), score.json (the item table), judgments.json
+                                         (--judge), extract.ipynb|.html, score.ipynb|.html
+
+A sweep folder holds ``sweep.json`` and one run folder per member, ``members/<task>/<member>/``.
+
+The backend's folder is its label's safe form (`backends.label_folder`: ``org/model`` → ``org__model``);
+extraction.json and score.json record the label itself, and readers take it from there
+(`backends.folder_label`). JSON files are written whole, with sorted keys (`evalkit.jsonio`): the same
+inputs give the same bytes. `scan` is the one way to find the results a folder holds.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from .backends import folder_label, label_folder
+from .errors import CorpusError, UsageError
+from .interrupt import on_stop
+from .jsonio import canonical_sha, read_json, write_json
+from .paths import check_name
+from .status import NOTEBOOK_FAILED, SCORED, Failed, failure_of, status_of
+
+__all__ = [
+    "RUN_JSON", "JUDGE_JSON", "INDEX", "LOCK", "LOCK_HOLDER", "UNFINISHED", "REPORT", "COMPARE", "PAIRWISE",
+    "EXTRACTION", "SCORE", "JUDGMENTS", "EXTRACT_NB", "SCORE_NB", "SWEEP_JSON", "NOTEBOOKS", "FILES", "page",
+    "task_dir", "member_dir", "sweep_member_dir", "sweep_of", "Home", "read_extraction", "write_extraction", "read_score",
+    "write_score", "read_judgments", "write_judgments", "clear_judgments", "read_pairwise", "write_pairwise",
+    "clear_pairwise", "write_judge_json", "read_run_json", "write_run_json", "merge_run_json", "read_sweep_json",
+    "write_sweep_json", "is_unfinished", "mark_unfinished", "mark_finished", "RunLocked", "hold", "Scored", "scan",
+    "task_results",
+]
+
+RUN_JSON = "run.json"
+JUDGE_JSON = "judge.json"
+INDEX = "index.html"
+LOCK = ".evalkit.lock"
+LOCK_HOLDER = ".evalkit.lock.json"  # who holds the lock (the lock file itself may be truncated by contenders)
+UNFINISHED = ".evalkit.unfinished"
+REPORT = "report.ipynb"
+COMPARE = "compare.ipynb"
+PAIRWISE = "pairwise.json"
+EXTRACTION = "extraction.json"
+SCORE = "score.json"
+JUDGMENTS = "judgments.json"
+EXTRACT_NB = "extract.ipynb"
+SCORE_NB = "score.ipynb"
+SWEEP_JSON = "sweep.json"
+SWEEP_MEMBERS = "members"
+NOTEBOOKS = (EXTRACT_NB, SCORE_NB, REPORT, COMPARE)  # each also the name of its template in notebooks/
+FILES = (RUN_JSON, JUDGE_JSON, INDEX, LOCK, LOCK_HOLDER, UNFINISHED, PAIRWISE, EXTRACTION, SCORE, JUDGMENTS,
+         SWEEP_JSON, *NOTEBOOKS)
+
+
+def page(notebook: str | Path) -> Path:
+    """The HTML page of a notebook, beside it: ``score.ipynb`` → ``score.html``."""
+    return Path(notebook).with_suffix(".html")
+
+
+# --------------------------------------------------------------------------- where things live
+
+
+def task_dir(run_dir: str | Path, task: str) -> Path:
+    """``<run>/<task>/``; the id is a name, never a path (`evalkit.paths.check_name`)."""
+    return Path(run_dir) / check_name(task, "a task id")
+
+
+def member_dir(run_dir: str | Path, task: str, member: str, label: str) -> Path:
+    """Where one member × backend lives in a run folder: ``<run>/<task>/<member>/<label's folder>/``."""
+    return Path(run_dir) / task / member / label_folder(label)
+
+
+def sweep_member_dir(sweep_dir: str | Path, task: str, member: str) -> Path:
+    """The run folder of one member of a sweep: ``<sweep>/members/<task>/<member>/``."""
+    return Path(sweep_dir) / SWEEP_MEMBERS / task / member
+
+
+def sweep_of(path: str | Path) -> Path | None:
+    """The sweep folder `path` is or lies in (the nearest one holding sweep.json), if any."""
+    path = Path(path)
+    return next((p for p in (path, *path.parents) if (p / SWEEP_JSON).is_file()), None)
+
+
+@dataclass(frozen=True)
+class Home:
+    """One member × backend of a run being made: the corpus member, the backend's label, its folder."""
+
+    member: Any  # evalkit.corpus.Member
+    label: str
+    dir: Path
+
+    @classmethod
+    def of(cls, run_dir: str | Path, member: Any, label: str) -> "Home":
+        return cls(member, label, member_dir(run_dir, member.task.id, member.id, label))
+
+
+# --------------------------------------------------------------------------- a member × backend's files
+
+
+def read_extraction(home: str | Path) -> dict[str, Any]:
+    return read_json(Path(home) / EXTRACTION)
+
+
+def write_extraction(home: str | Path, extraction: Mapping[str, Any]) -> None:
+    """extraction.json: the record plus its run block and status (`pipeline.extraction_record`)."""
+    write_json(Path(home) / EXTRACTION, extraction)
+
+
+def read_score(home: str | Path) -> dict[str, Any]:
+    return read_json(Path(home) / SCORE)
+
+
+def write_score(home: str | Path, member_key: str, extraction: Mapping[str, Any], result: Any) -> dict[str, Any]:
+    """score.json: the status, the result (a `ScoreResult`, or a `status.Failed`) and the extraction's member,
+    backend and run block. Returns what was written."""
+    payload = {"status": SCORED, **result.to_json(), "member": member_key, "backend": extraction["backend"],
+               "run": extraction["run"]}
+    write_json(Path(home) / SCORE, payload)
+    return payload
+
+
+def read_judgments(home: str | Path, extraction: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """judgments.json of a member × backend (None if absent or unreadable); given `extraction`, only when
+    its verdicts are on exactly that extraction's record."""
+    try:
+        data = read_json(Path(home) / JUDGMENTS)
+    except CorpusError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    if extraction is not None and data.get("extraction_sha256") != canonical_sha(extraction.get("record")):
+        return None
+    return data
+
+
+def write_judgments(home: str | Path, judgments: Mapping[str, Any]) -> None:
+    write_json(Path(home) / JUDGMENTS, judgments)
+
+
+def clear_judgments(home: str | Path) -> None:
+    """A run without a judge must not inherit an earlier run's verdicts."""
+    (Path(home) / JUDGMENTS).unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------------- task and run files
+
+
+def read_pairwise(run_dir: str | Path, task: str) -> dict[str, Any] | None:
+    """pairwise.json of a task (None if absent or unreadable)."""
+    try:
+        data = read_json(task_dir(run_dir, task) / PAIRWISE)
+    except CorpusError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_pairwise(run_dir: str | Path, task: str, pairwise: Mapping[str, Any]) -> None:
+    write_json(task_dir(run_dir, task) / PAIRWISE, pairwise)
+
+
+def clear_pairwise(run_dir: str | Path, task: str) -> None:
+    (task_dir(run_dir, task) / PAIRWISE).unlink(missing_ok=True)
+
+
+def write_judge_json(run_dir: str | Path, summary: Mapping[str, Any]) -> None:
+    write_json(Path(run_dir) / JUDGE_JSON, summary)
+
+
+def read_run_json(run_dir: str | Path) -> dict[str, Any]:
+    """run.json ({} when the folder has none yet)."""
+    path = Path(run_dir) / RUN_JSON
+    return read_json(path) if path.is_file() else {}
+
+
+def write_run_json(run_dir: str | Path, current: dict[str, Any]) -> None:
+    """run.json after a run: `current`, merged with what earlier runs into the folder wrote (`merge_run_json`)."""
+    write_json(Path(run_dir) / RUN_JSON, merge_run_json(read_run_json(run_dir), current))
+
+
+def merge_run_json(previous: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
+    """run.json after a run into a folder earlier runs wrote to: this run's parameters and versions, with
+    every backend (each with the time its run started; a re-run label replaces its entry in place) and
+    every member the folder holds."""
+    if not isinstance(previous, dict) or not previous:
+        return current
+    new = {b["label"]: b for b in current["backends"]}
+    backends = [new.pop(b.get("label"), b) for b in previous.get("backends") or []] + list(new.values())
+    members = list(dict.fromkeys([*(previous.get("members") or []), *current["members"]]))
+    return {**current, "backends": backends, "members": members}
+
+
+def read_sweep_json(sweep_dir: str | Path) -> dict[str, Any]:
+    """sweep.json ({} when absent or unreadable: the sweep starts afresh)."""
+    try:
+        data = read_json(Path(sweep_dir) / SWEEP_JSON)
+    except CorpusError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_sweep_json(sweep_dir: str | Path, sweep: Mapping[str, Any]) -> None:
+    write_json(Path(sweep_dir) / SWEEP_JSON, sweep)
+
+
+def is_unfinished(run_dir: str | Path) -> bool:
+    """Whether the last run into the folder did not finish (stopped, crashed): the next one resumes it."""
+    return (Path(run_dir) / UNFINISHED).is_file()
+
+
+def mark_unfinished(run_dir: str | Path, started: str) -> None:
+    write_json(Path(run_dir) / UNFINISHED, {"started": started})
+
+
+def mark_finished(run_dir: str | Path) -> None:
+    (Path(run_dir) / UNFINISHED).unlink()
+
+
+# --------------------------------------------------------------------------- holding the folder
+
+
+class RunLocked(UsageError):
+    """The run folder is held by a live run."""
+
+
+@contextmanager
+def hold(folder: str | Path) -> Iterator[None]:
+    """Hold `folder` for this run: a second run into it is refused (`RunLocked`) while this one lives.
+
+    The lock is an OS file lock on ``<folder>/.evalkit.lock`` (released if the holder dies); beside it,
+    ``.evalkit.lock.json`` names the holder for the refusal's message."""
+    from filelock import FileLock, Timeout
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(folder / LOCK), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        try:
+            h = read_json(folder / LOCK_HOLDER)
+            holder = f"pid {h['pid']} on {h['host']} since {h['since']}: {h['command']}"
+        except Exception:  # noqa: BLE001 - it is taking the lock right now, or left no note
+            holder = "another evalkit process"
+        raise RunLocked(f"{folder} is being written by a live run ({holder}); wait for it to finish, "
+                        f"or choose another --out") from None
+    note = folder / LOCK_HOLDER
+    try:
+        with on_stop(lambda: note.unlink(missing_ok=True)):  # a stopped worker process leaves no note behind
+            write_json(note, {"pid": os.getpid(), "host": socket.gethostname(),
+                              "command": shlex.join(["evalkit", *sys.argv[1:]]),
+                              "since": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+            yield
+    finally:
+        note.unlink(missing_ok=True)
+        lock.release()
+
+
+# --------------------------------------------------------------------------- finding results
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One member × backend result a folder holds: its score.json (`scan`)."""
+
+    task: str
+    member: str
+    backend: str  # the label (its folder is the label's safe form)
+    home: Path  # <...>/<task>/<member>/<backend folder>/
+    run_dir: Path  # the nearest folder above `home` holding run.json (or the scanned root)
+    run_id: str  # the sweep folder's name for a sweep, else the run folder's name
+    data: dict[str, Any] = field(repr=False, compare=False, hash=False)  # score.json (see `scan`'s `unscored`)
+    has_score: bool = True  # False: no score.json (`scan`'s `unscored`); `data` then says why it is an error
+
+    @property
+    def status(self) -> str:
+        return status_of(self.data)
+
+    def score(self) -> dict[str, Any]:
+        return self.data
+
+    def extraction(self) -> dict[str, Any]:
+        return read_extraction(self.home)
+
+    def run_json(self) -> dict[str, Any]:
+        return read_run_json(self.run_dir)
+
+    def started(self, run_json: Mapping[str, Any]) -> str | None:
+        """When this backend's run started: its own entry in run.json (one folder can hold the backends
+        of several runs), else the run's."""
+        mine = [b for b in run_json.get("backends") or [] if isinstance(b, dict) and b.get("label") == self.backend]
+        return (mine[0] if mine else {}).get("started") or run_json.get("started")
+
+
+def _read_dict(path: Path) -> dict[str, Any] | None:
+    """A JSON object, or None: a half-written or foreign file is not a result."""
+    try:
+        data = read_json(path)
+    except CorpusError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def scan(root: str | Path, status: str | None = SCORED, *, unscored: bool = False) -> list[Scored]:
+    """Every member × backend result under `root`: a run or sweep folder, a task folder, or a member's home.
+
+    Found by its score.json in ``<task>/<member>/<backend folder>/``: the task and member are its folders',
+    the backend label the file's (`backends.folder_label`). `status`: only results of this status (`evalkit.status`: by default ``scored`` — an error is no result
+    to board, band or compare); None: every one. `unscored`: also every folder holding an extraction.json
+    but no readable score.json (its notebook failed before the runner could say so, or the run was
+    stopped): an error, with its extraction's failure or ``notebook_failed`` — what the reports list.
+    Sorted by folder.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise CorpusError(f"{root}: run folder not found")
+    sweep_root = sweep_of(root)
+    homes = {p.parent for p in root.rglob(SCORE)}
+    if unscored:
+        homes |= {p.parent for p in root.rglob(EXTRACTION)}
+    found = []
+    for home in sorted(homes):
+        data, has_score = _read_dict(home / SCORE), True
+        if data is None and unscored:
+            extraction, has_score = _read_dict(home / EXTRACTION), False
+            if extraction is not None:
+                failed = failure_of(extraction) or Failed(NOTEBOOK_FAILED, f"no {SCORE}")
+                data = {"backend": extraction.get("backend"), "run": extraction.get("run") or {}, **failed.to_json()}
+        if data is None or (status is not None and status_of(data) != status):
+            continue
+        run_dir = next((p for p in home.parents if (p / RUN_JSON).is_file()), root)
+        run_id = (sweep_of(home) or sweep_root or run_dir).name
+        found.append(Scored(home.parent.parent.name, home.parent.name, folder_label(home, data), home, run_dir, run_id,
+                            data, has_score))
+    return found
+
+
+def task_results(run_dir: str | Path, task: str) -> list[Scored]:
+    """Every member × backend of one task of a run — scored, errored, or with no score.json (`scan`'s
+    `unscored`) — what the task report and the comparison list; [] when the run has no such task."""
+    base = task_dir(run_dir, task)
+    return scan(base, status=None, unscored=True) if base.is_dir() else []
