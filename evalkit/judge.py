@@ -15,7 +15,7 @@ Reference mode (``judge.reference`` calls)
 Pairwise mode (``judge.pairwise`` calls)
     See `evalkit.pairwise`; results go to ``<run>/<task>/pairwise.json``.
 
-The judge cache **is a cassette** (`evalkit.cassette`) in record mode: a
+The judge cache **is a cassette** (`evalkit.backends.cassette`) in record mode: a
 live judge (anthropic, openai, python) is wrapped in a `RecordingBackend` on
 ``--judge-cache`` (default ``<run folder's parent>/judge-cache.jsonl``, so
 runs beside each other share it), keyed like every cassette by the canonical
@@ -204,7 +204,7 @@ def resolve_judge(config: JudgeConfig, run_dir: Path, extraction: Sequence[Any] 
     """
     from .backends import parse_spec
     from .backends.resolve import LIVE_KINDS, _same_file, resolve_backends
-    from .cassette import RECORD_ENV, REPLAY_ENV
+    from .backends.cassette import RECORD_ENV, REPLAY_ENV
 
     kind, _ = parse_spec(config.spec)
     if kind not in (*LIVE_KINDS, "cassette"):

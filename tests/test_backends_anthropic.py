@@ -8,9 +8,9 @@ import logging
 import pytest
 
 from evalkit.backends.resolve import build_backends, plan, resolve_backends
-from evalkit.cassette import load_records
+from evalkit.backends.cassette import load_records
 from evalkit.errors import BackendError
-from evalkit.failures import read_failures
+from evalkit.backends.failures import read_failures
 from evalkit.pool import Job, run_jobs
 from servers.fixtures import PLANTED_ANTHROPIC, SCHEMA, _clean_env, ant, req  # noqa: F401 - fixtures
 

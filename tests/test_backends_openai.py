@@ -8,8 +8,8 @@ import time
 import pytest
 
 from evalkit.backends.resolve import build_backends
-from evalkit.cassette import load_records
-from evalkit.failures import read_failures
+from evalkit.backends.cassette import load_records
+from evalkit.backends.failures import read_failures
 from evalkit.pool import Job, run_jobs
 from servers.fixtures import PLANTED_OPENAI, SCHEMA, _clean_env, oai, req  # noqa: F401 - fixtures
 from servers.openai_fake import OpenAIFake

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from evalkit.backends.resolve import build_backends, check_guards, open_backends, plan, resolve_backends
-from evalkit.cassette import Cassette, ReplayBackend, cassette_key, concat, load_records
+from evalkit.backends.cassette import Cassette, ReplayBackend, cassette_key, concat, load_records
 from evalkit.errors import CassetteCorrupt, CassetteError, CassetteMiss, UsageError
-from evalkit.failures import FailureLog, Failure, read_failures, sidecar_path
+from evalkit.backends.failures import FailureLog, Failure, read_failures, sidecar_path
 from evalkit.pool import Job, run_jobs
 from servers.fixtures import _clean_env, oai, req  # noqa: F401 - fixtures
 from servers.openai_fake import OpenAIFake

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-import evalkit.cassette as cassette_mod
+import evalkit.backends.cassette as cassette_mod
 from evalkit.backends.base import Completion, Request
 from evalkit.backends.resolve import plan, resolve_backends
-from evalkit.cassette import (Cassette, RecordingBackend, ReplayBackend, cassette_key, encode_record, index_path,
+from evalkit.backends.cassette import (Cassette, RecordingBackend, ReplayBackend, cassette_key, encode_record, index_path,
                               load_records, make_record)
 from evalkit.errors import CassetteCorrupt, CassetteError
 from evalkit.pool import Job, run_jobs

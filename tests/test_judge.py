@@ -1,7 +1,7 @@
 """The reference judge: requests, verdicts, judged metrics, the judge cache (a cassette).
 
 Everything is local and deterministic: extraction backends are cassettes built here with
-`evalkit.cassette`; the judge is a scripted function (served through ``python:``, replayed
+`evalkit.backends.cassette`; the judge is a scripted function (served through ``python:``, replayed
 from the cassette it recorded, or answered by the local fake Anthropic server, whose request
 counter proves cache hits). The helpers here are shared with test_pairwise, test_ontology and
 test_compare.
@@ -18,7 +18,7 @@ import pytest
 
 from corpus_factory import cli  # noqa: F401  (also used by test_ontology, test_compare)
 from evalkit.backends.base import Completion
-from evalkit.cassette import load_records, make_record
+from evalkit.backends.cassette import load_records, make_record
 from evalkit.corpus import DEFAULT_CORPUS, load_task
 from evalkit.jsonio import canonical_sha
 from evalkit.judge import (JUDGMENTS, REFERENCE, candidates, load_judgments, parse_matches,

@@ -152,7 +152,7 @@ def test_a_pool_that_breaks_between_waits_loses_no_queued_member(monkeypatch):
 
 def test_a_cassette_miss_fails_that_member_with_exit_6(tmp_path):
     from evalkit.backends import Completion
-    from evalkit.cassette import make_record
+    from evalkit.backends.cassette import make_record
     from evalkit.corpus import load_task
     from evalkit.pipeline import render_request
     from evalkit.sources import check_integrity, read_document

@@ -28,10 +28,10 @@ from types import ModuleType
 from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
-from ..failures import Failure
 from ..pricing import PriceTable, default_table, request_chars
 from ..redact import scrub_answer
 from .base import Completion, Request
+from .failures import Failure
 from .parse import parse_record
 
 DEFAULT_TIMEOUT_S = 120.0

@@ -60,7 +60,7 @@ class Resolved:
     model: str | None  # the model id in cassette keys (None: offline kinds, or a multi-model cassette)
     provider: str
     cassette: Path | None = None
-    cassette_obj: Any = None  # evalkit.cassette.Cassette, when loaded
+    cassette_obj: Any = None  # evalkit.backends.cassette.Cassette, when loaded
     via_env: str | None = None  # the env var that chose record/replay
     guards: list[Guard] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -89,7 +89,7 @@ def live_model(kind: str, options: Mapping[str, str]) -> str:
 
 
 def _load(path: Path, r: Resolved, missing_ok: bool) -> None:
-    from ..cassette import Cassette
+    from .cassette import Cassette
 
     try:
         r.cassette_obj = Cassette.load(path, missing_ok=missing_ok)
@@ -132,7 +132,7 @@ def _content_sha(path: Path) -> str | None:
 def resolve_backends(backend_args: Sequence[str], record_args: Sequence[str] = (),
                      env: Mapping[str, str] | None = None) -> list[Resolved]:
     """Parse and resolve every backend; collect guards. Raises UsageError for an invalid invocation."""
-    from ..cassette import RECORD_ENV, REPLAY_ENV, env_cassette
+    from .cassette import RECORD_ENV, REPLAY_ENV, env_cassette
     from . import FACTORIES, parse_backend_arg, parse_spec
 
     env = os.environ if env is None else env
@@ -333,7 +333,7 @@ def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: Pric
 
     `require_prices` (a dry run, or --max-usd, without --allow-unpriced): every backend that would call
     something, and a live judge, must have a price (`price_guard`)."""
-    from ..cassette import cassette_key, miss_message
+    from .cassette import cassette_key, miss_message
     from .live import call_budgets
 
     table = prices or default_table()
@@ -420,7 +420,7 @@ def _construct_live(r: Resolved, ctx: Any, prices: PriceTable | None) -> Any:
 def open_backends(resolved: Sequence[Resolved], ctx: Any = None, prices: PriceTable | None = None,
                   check: bool = True) -> list[Backend]:
     """Construct every backend (after `check_guards`, unless check=False). Recording creates its files here."""
-    from ..cassette import RecordingBackend, ReplayBackend
+    from .cassette import RecordingBackend, ReplayBackend
     from . import BackendContext, make_backend
 
     if check:

@@ -28,7 +28,7 @@ Recording (`RecordingBackend`) appends one line per successful call and
 flushes + fsyncs it, so a SIGKILL loses at most the call in flight. It never
 truncates recorded data; when the cassette already holds a request it replays
 that instead of calling (resume). A provider error never produces a record;
-every failed provider call goes to the failure sidecar (`evalkit.failures`).
+every failed provider call goes to the failure sidecar (`evalkit.backends.failures`).
 
 Replay (`ReplayBackend`) never calls anything: a request with no record
 raises `CassetteMiss` naming the member, the key, the nearest recorded request
@@ -79,12 +79,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO, Iterable, Iterator, Mapping
 
-from .backends.base import Completion, Request
-from .backends.parse import parse_record
-from .errors import CassetteCorrupt, CassetteError, CassetteMiss, UsageError
+from ..errors import CassetteCorrupt, CassetteError, CassetteMiss, UsageError
+from ..jsonio import canonical_sha, write_text
+from ..redact import scrub_answer
+from .base import Completion, Request
 from .failures import Failure, FailureLog
-from .jsonio import canonical_sha, write_text
-from .redact import scrub_answer
+from .parse import parse_record
 
 RECORD_ENV = "EVALKIT_RECORD_LLM"
 REPLAY_ENV = "EVALKIT_REPLAY_LLM"
