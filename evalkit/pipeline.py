@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .backends import Backend, BackendContext, Completion, Request, label_folder, parse_backend_arg
+from .backends import Backend, BackendContext, BackendSpec, Completion, Request, label_folder
 from .corpus import DEFAULT_CORPUS, Member, Task, find_task, sources_dir
 from .jsonio import canonical_sha, read_json, write_json
 from .scoring import ScoreContext, ScoreResult
@@ -125,7 +125,7 @@ def locate(task_id: str, member_id: str, corpus: str | Path | None) -> Member:
     return find_task(Path(corpus or DEFAULT_CORPUS), task_id).member(member_id)
 
 
-def extract_member(task: str, member: str, backend: str = "fake", corpus: str | Path | None = None,
+def extract_member(task: str, member: str, backend: BackendSpec, corpus: str | Path | None = None,
                    sources: str | Path | None = None, out: str | Path = ".") -> dict[str, Any]:
     """Extraction for one member and backend; reuses ``out/extraction.json`` when current.
 
@@ -137,7 +137,6 @@ def extract_member(task: str, member: str, backend: str = "fake", corpus: str | 
     src = sources_dir(sources)
     document = read_document(check_integrity(m, src))
     request = render_request(m.task, m, document)
-    label, spec = parse_backend_arg(backend)
     path = Path(out) / EXTRACTION
     ontology = None
     if path.exists():
@@ -147,11 +146,11 @@ def extract_member(task: str, member: str, backend: str = "fake", corpus: str | 
 
             ontology = Ontology.from_json(existing["ontology"])
             request = render_request(m.task, m, document, ontology)
-        if is_current(existing, request, spec):
+        if is_current(existing, request, backend.spec):
             return existing
     from .backends.resolve import build_backends
 
-    b = build_backends([f"{label}={spec}"], ctx=backend_context([m], src, {m.key: document}))[0]
+    b = build_backends([backend], ctx=backend_context([m], src, {m.key: document}))[0]
 
     async def once() -> Completion:
         try:

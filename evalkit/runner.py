@@ -34,7 +34,7 @@ from . import __version__
 from .corpus import Member, Task, load_member, load_tasks
 from .errors import (EXIT_BACKEND, EXIT_FAILED, EXIT_INTEGRITY, EXIT_OK, CassetteError, CorpusError,
                      EvalkitError, IntegrityError, SourceMissing, UsageError)
-from .backends import check_labels, labels_slug
+from .backends import BackendSpec, check_labels, labels_slug
 from .interrupt import Interrupted, hold
 from .jsonio import remove_partials
 from .pipeline import (EXTRACTION, SCORE, backend_context, extraction_record, home_dir, is_current, read_json,
@@ -50,7 +50,7 @@ UNFINISHED = ".evalkit.unfinished"  # in a run folder whose last run did not fin
 @dataclass
 class RunOptions:
     corpus: Path
-    backends: list[tuple[str, str]]  # (label, spec)
+    backends: list[BackendSpec]
     sources: Path | None = None
     tasks: list[str] | None = None
     only: list[str] | None = None  # member ids (or task/member)
@@ -66,7 +66,7 @@ class RunOptions:
     allow_unpriced: bool = False  # --allow-unpriced: a model with no price may run under --max-usd / --dry-run
     notebooks: bool = True  # False: score in-process (no papermill, no HTML) — `sweep --no-notebooks`
     report: bool = True  # run report.ipynb per task
-    judge: str | None = None  # --judge SPEC (evalkit.judge)
+    judge: BackendSpec | None = None  # --judge SPEC (evalkit.judge), labelled "judge"
     judge_mode: str | None = None  # --judge-mode reference|pairwise|both (default reference)
     judge_cache: Path | None = None  # --judge-cache PATH (default <run folder's parent>/judge-cache.jsonl)
     ontology: Path | None = None  # --ontology PATH (evalkit.ontology)
@@ -225,11 +225,11 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
         raise UsageError("--judge-cache needs --judge SPEC")
     tasks = load_tasks(opts.corpus, opts.tasks)
     members = select_members(tasks, opts.only)
-    labels = check_labels(label for label, _ in opts.backends)
+    labels = check_labels(spec.label for spec in opts.backends)
     if opts.judge and judge_mode != "reference" and len(labels) < 2:
         raise UsageError(f"--judge-mode {judge_mode}: pairwise judging needs at least two --backend")
     # Resolving reads cassettes and the environment only: no call, no file written.
-    resolved = resolve_backends([f"{label}={spec}" for label, spec in opts.backends], opts.record)
+    resolved = resolve_backends(opts.backends, opts.record)
     run_dir = Path(opts.out or Path("runs") / default_run_id(labels))
     judge_resolved = (judging.resolve_judge(judging.JudgeConfig(opts.judge, judge_mode, opts.judge_cache), run_dir,
                                             resolved) if opts.judge else None)
@@ -372,7 +372,7 @@ def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opt
 
     jobs, per_home, per_task = [], {}, {}
     for h in homes:
-        pair = plan_member(run_dir, h.member.task.id, h.member.id, f"{h.label}={_spec(h)}", opts.corpus,
+        pair = plan_member(run_dir, h.member.task.id, h.member.id, _spec(h), opts.corpus,
                            opts.sources, opts.threshold)
         per_home[h.dir] = pair
         per_task.setdefault(h.member.task.id, []).extend(pair)
@@ -398,8 +398,9 @@ def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opt
     return outcomes
 
 
-def _spec(home: Home) -> str:
-    return read_json(home.dir / EXTRACTION)["backend"]["spec"]
+def _spec(home: Home) -> BackendSpec:
+    """The backend as its extraction.json records it (secrets redacted): what the notebooks get."""
+    return BackendSpec.parse(read_json(home.dir / EXTRACTION)["backend"]["spec"], label=home.label)
 
 
 def _score_in_process(homes: list[Home], documents: dict[str, Document], opts: RunOptions) -> list[Outcome]:

@@ -44,6 +44,7 @@ from typing import Any, Callable
 
 from . import __version__
 from .errors import EXIT_BACKEND, EXIT_CASSETTE, EXIT_INTEGRITY, EXIT_OK, CorpusError, Escape, EvalkitError
+from .backends import BackendSpec
 from .interrupt import Interrupted, hold, spawn_context, stop_pool, worker_signals
 from .runner import Outcome, RunOptions, RunResult
 from .status import ERROR, REFUSED, SCORED, SKIPPED
@@ -91,28 +92,16 @@ def _fingerprint(path: Path) -> str | None:
     return None
 
 
-def _backend_inputs(spec: str) -> dict[str, str]:
-    from .backends import parse_spec
-
-    try:
-        _, options = parse_spec(spec)
-    except EvalkitError:
-        return {}
-    out = {}
-    for k, v in sorted(options.items()):
-        if k in ("path", "dir", "file", "cassette") and v:
-            fp = _fingerprint(Path(v))
-            if fp:
-                out[k] = fp
-    return out
+def _backend_inputs(spec: BackendSpec) -> dict[str, str]:
+    return {k: fp for k, path in spec.files().items() if (fp := _fingerprint(path))}
 
 
-def currency_keys(member: Any, backends: list[tuple[str, str]], sources: Path | None, threshold: float | None,
+def currency_keys(member: Any, backends: list[BackendSpec], sources: Path | None, threshold: float | None,
                   notebooks: bool) -> dict[str, dict[str, Any]] | None:
     """Per backend label, what that member × backend's outputs depend on (see module docstring);
     None if it cannot be known. The member's own inputs are read and hashed once for all backends."""
     from .pipeline import render_request, request_sha
-    from .scoreboard import redact_spec, truth_sha256
+    from .scoreboard import truth_sha256
     from .sources import check_integrity, read_document, sha256_file
 
     try:
@@ -130,8 +119,8 @@ def currency_keys(member: Any, backends: list[tuple[str, str]], sources: Path | 
         "notebooks": notebooks,
         "evalkit_version": __version__,
     }
-    return {label: {**common, "backend": f"{label}={redact_spec(spec)}", "backend_inputs": _backend_inputs(spec)}
-            for label, spec in backends}
+    return {spec.label: {**common, "backend": str(spec.redacted()), "backend_inputs": _backend_inputs(spec)}
+            for spec in backends}
 
 
 # --------------------------------------------------------------------------- the sweep
@@ -140,7 +129,7 @@ def currency_keys(member: Any, backends: list[tuple[str, str]], sources: Path | 
 @dataclass
 class SweepOptions:
     corpus: Path
-    backends: list[tuple[str, str]]
+    backends: list[BackendSpec]
     sources: Path | None = None
     tasks: list[str] | None = None
     only: list[str] | None = None
@@ -223,7 +212,7 @@ def _member_job(payload: dict[str, Any]) -> dict[str, Any]:
     """Worker: run one member into its own run folder. Never raises."""
     try:
         opts = RunOptions(
-            corpus=Path(payload["corpus"]), backends=[tuple(b) for b in payload["backends"]],
+            corpus=Path(payload["corpus"]), backends=payload["backends"],
             sources=Path(payload["sources"]) if payload["sources"] else None, tasks=[payload["task"]],
             only=[payload["member"]], out=Path(payload["out"]), threshold=payload["threshold"], workers=1,
             max_concurrency=payload["max_concurrency"], html=payload["html"],
@@ -268,7 +257,6 @@ def _is_current(prev: dict[str, Any] | None, keys: dict[str, Any] | None, sweep_
 def _write_sweep_json(sweep_dir: Path, opts: SweepOptions, records: dict[str, MemberResult],
                       others: dict[str, Any] | None = None) -> None:
     from .pipeline import write_json
-    from .scoreboard import redact_spec
 
     members = dict(others or {})
     members.update({k: {"status": r.status, "message": r.message, "run_dir": r.run_dir, "keys": r.keys,
@@ -279,7 +267,7 @@ def _write_sweep_json(sweep_dir: Path, opts: SweepOptions, records: dict[str, Me
         "evalkit_version": __version__,
         "corpus": str(opts.corpus),
         "sources": str(opts.sources) if opts.sources else None,
-        "backends": [{"label": label, "spec": redact_spec(spec)} for label, spec in opts.backends],
+        "backends": [{"label": spec.label, "spec": spec.redacted().spec} for spec in opts.backends],
         "tasks": opts.tasks,
         "threshold": opts.threshold,
         "notebooks": opts.notebooks,
@@ -298,7 +286,7 @@ def _sweep(opts: SweepOptions, progress: Callable[[MemberResult], Any] | None, h
     from .corpus import load_tasks
     from .paths import member_ref
 
-    labels = check_labels(label for label, _ in opts.backends)
+    labels = check_labels(spec.label for spec in opts.backends)
     if not labels:
         raise EvalkitError("sweep: give at least one --backend NAME=SPEC")
     tasks = load_tasks(opts.corpus, opts.tasks)
@@ -343,7 +331,7 @@ def _sweep(opts: SweepOptions, progress: Callable[[MemberResult], Any] | None, h
         if out.exists():
             shutil.rmtree(out)  # no stale files from an earlier run of this member
         return {"corpus": str(Path(opts.corpus).resolve()), "sources": str(Path(opts.sources).resolve()) if opts.sources else None,
-                "backends": [list(b) for b in opts.backends], "task": task_id, "member": member_id,
+                "backends": list(opts.backends), "task": task_id, "member": member_id,
                 "out": str(out.resolve()), "threshold": opts.threshold, "max_concurrency": opts.max_concurrency,
                 "html": opts.html, "notebooks": opts.notebooks}
 
