@@ -64,7 +64,7 @@ def synthetic_request(templates: list[dict], i: int):
 
 
 def build(path: Path, n: int) -> None:
-    from evalkit.cassette import completion_from_record, encode_record, make_record
+    from evalkit.backends.cassette import completion_from_record, encode_record, make_record
 
     templates = _templates()
     completions = [replace(completion_from_record(t), calls=1, replayed=False) for t in templates]  # as if live
@@ -100,7 +100,10 @@ def _parse_every_line(path: Path) -> int:
 
 
 def child(mode: str, path: Path, n: int, replays: int, traced: bool) -> dict:
-    from evalkit.cassette import Cassette
+    try:
+        from evalkit.backends.cassette import Cassette
+    except ModuleNotFoundError:  # a --before checkout from before the cassette moved beside the backends
+        from evalkit.cassette import Cassette
 
     def open_it():
         return _parse_every_line(path) if mode == "parse-all" else Cassette.load(path)
@@ -124,7 +127,7 @@ def child(mode: str, path: Path, n: int, replays: int, traced: bool) -> dict:
 
 
 def _replays(path: Path, cassette, n: int, replays: int) -> dict:
-    from evalkit.cassette import ReplayBackend, cassette_key, miss_message
+    from evalkit.backends.cassette import ReplayBackend, cassette_key, miss_message
 
     templates = _templates()
     backend = ReplayBackend("g", path, cassette=cassette)
@@ -184,7 +187,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.child[0], Path(args.child[1]), args.records, args.replays, args.traced)))
         return
-    from evalkit.cassette import index_path
+    from evalkit.backends.cassette import index_path
 
     with tempfile.TemporaryDirectory(prefix="bench-cassette-") as tmp:
         path = Path(tmp) / "big.jsonl"

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
-from evalkit.backends import Request
+from evalkit.backends import BackendSpec, Request
 from evalkit.backends.resolve import build_backends
 from evalkit.pool import Job, run_pool
 url, n, concurrency = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -38,7 +38,7 @@ schema = {"type": "object", "properties": {"echo": {"type": "string"}, "chars": 
 requests = [Request(member=f"bench/m{i:03d}", call_type="extract", system="Extract the fields as JSON.",
                     user=f"Document {i}: Acme {i} signed a memo on day {i}.", schema=schema, max_tokens=64)
             for i in range(n)]
-(backend,) = build_backends([f"bench=openai:url={url}/v1,model=bench-model"])
+(backend,) = build_backends([BackendSpec.parse(f"bench=openai:url={url}/v1,model=bench-model")])
 result = run_pool([Job(backend, r) for r in requests], max_concurrency=concurrency)
 t_end = time.perf_counter()
 errors = [c.error for c in result.completions if c.error or c.record is None]

@@ -36,12 +36,13 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from .backends.spec import redact_stored
 from .corpus import DEFAULT_CORPUS
 from .errors import EXIT_INVALID, CorpusError, EvalkitError, UsageError
 from .jsonio import read_json, write_text
 from .regress import FLOOR, is_gated
 from .runfolder import scan
-from .scoreboard import numeric_metrics, redact_spec, write_json
+from .scoreboard import numeric_metrics, write_json
 from .stats import CONFIDENCE, RESAMPLES, SEED, mean, mean_ci, sub_seed
 
 __all__ = ["BAND_NAME", "SCHEMA_VERSION", "BandError", "band_path", "collect", "compute_band", "write_band",
@@ -80,7 +81,7 @@ def _sweep_info(root: Path, label: str, band_dir: Path) -> dict[str, Any]:
     spec = ""
     for s in scan(root):
         if s.backend == label:
-            spec = redact_spec(str((s.extraction().get("backend") or {}).get("spec", "")))
+            spec = redact_stored(str((s.extraction().get("backend") or {}).get("spec", "")))
             break
     return {"backend": label, "spec": spec, "run": Path(os.path.relpath(root.resolve(), band_dir.resolve())).as_posix()}
 

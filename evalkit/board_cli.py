@@ -15,7 +15,27 @@ import click
 
 from .errors import EXIT_BACKEND, EXIT_FAILED, EXIT_OK, EvalkitError, UsageError
 
-__all__ = ["COMMANDS", "sweep_cmd", "band_cmd", "check_cmd", "rescore_cmd", "publish_cmd", "report_byom"]
+__all__ = ["COMMANDS", "BACKEND", "JUDGE", "sweep_cmd", "band_cmd", "check_cmd", "rescore_cmd", "publish_cmd",
+           "report_byom"]
+
+
+class _Spec(click.ParamType):
+    """``--backend NAME=SPEC`` (with `label`: a bare SPEC, as ``--judge``), parsed here, once, into a `BackendSpec`.
+    A NAME that is not a label is an `Escape` (exit 3), raised through to the CLI group like any `EvalkitError`."""
+
+    name = "spec"
+
+    def __init__(self, label: str | None = None):
+        self.label = label
+
+    def convert(self, value, param, ctx):
+        from .backends import BackendSpec
+
+        return value if isinstance(value, BackendSpec) else BackendSpec.parse(value, self.label)
+
+
+BACKEND = _Spec()  # the type of every --backend option (run, compare, sweep, band, check)
+JUDGE = _Spec("judge")  # --judge SPEC
 
 _CORPUS = click.option("--corpus", type=click.Path(path_type=Path), default=None,
                        help="Corpus folder (default: the bundled corpus/). Its scoreboard.json and band.json live in it.")
@@ -49,12 +69,6 @@ def _corpus(corpus: Path | None) -> Path:
     return Path(corpus or DEFAULT_CORPUS)
 
 
-def _backends(values) -> list[tuple[str, str]]:
-    from .backends import parse_backend_arg
-
-    return [parse_backend_arg(v) for v in values]
-
-
 def _sweep_opts(corpus, sources, tasks, only, threshold, workers, max_concurrency, notebooks, html, backends, out,
                 force=False):
     from .corpus import sources_dir
@@ -86,7 +100,7 @@ def record_history(result) -> None:
 
 
 @click.command("sweep")
-@click.option("--backend", "backends", multiple=True, metavar="NAME=SPEC",
+@click.option("--backend", "backends", multiple=True, type=BACKEND, metavar="NAME=SPEC",
               help="Backend (repeatable): fake, predictions:dir=D, cassette:path=P, … (default: fake).")
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Sweep folder (default: runs/sweep-<backends>; re-running it skips current members).")
@@ -103,11 +117,12 @@ def sweep_cmd(backends, out, force, update_scoreboard, board, corpus, sources, t
     problem). Verdicts (PASS/FAIL) are results, not failures; an errored member is never written
     to the scoreboard and is retried by the next sweep.
     """
+    from .backends import BackendSpec
     from .scoreboard import board_path, update_scoreboard as update
     from .sweep import print_sweep_summary, sweep
 
     opts = _sweep_opts(corpus, sources, tasks, only, threshold, workers, max_concurrency, notebooks, html,
-                       _backends(backends) or [("fake", "fake")], out, force)
+                       list(backends) or [BackendSpec("fake", "fake")], out, force)
     result = sweep(opts)
     print_sweep_summary(result, click.echo)
     record_history(result)
@@ -124,9 +139,9 @@ def sweep_cmd(backends, out, force, update_scoreboard, board, corpus, sources, t
 @click.command("band")
 @click.option("--sweeps", "n_sweeps", type=click.IntRange(2), default=None,
               help="How many sweeps (N ≥ 2): with --backend, run it N times; with --sweep-backend, must match.")
-@click.option("--backend", "backend", default=None, metavar="NAME=SPEC",
+@click.option("--backend", "backend", default=None, type=BACKEND, metavar="NAME=SPEC",
               help="The baseline backend, run --sweeps times (live).")
-@click.option("--sweep-backend", "sweep_backends", multiple=True, metavar="NAME=SPEC",
+@click.option("--sweep-backend", "sweep_backends", multiple=True, type=BACKEND, metavar="NAME=SPEC",
               help="One sweep's backend (repeat once per sweep), e.g. independently recorded cassettes: "
                    "--sweep-backend gemma=cassette:path=a.jsonl --sweep-backend gemma=cassette:path=b.jsonl.")
 @click.option("--from-run", "from_runs", multiple=True, type=click.Path(path_type=Path, file_okay=False, exists=True),
@@ -175,11 +190,10 @@ def band_cmd(n_sweeps, backend, sweep_backends, from_runs, label, band_out, runs
             raise UsageError("band: a band needs at least 2 sweeps")
         roots, failed_codes, stamp = [], [], _stamp()
         for i, spec in enumerate(specs, 1):
-            backends = _backends([spec])
-            out = Path(runs_dir) / f"{stamp}-band-{i}-{labels_slug([backends[0][0]])}"
-            click.echo(f"Sweep {i}/{len(specs)}: {backends[0][0]}={backends[0][1]} → {out}")
+            out = Path(runs_dir) / f"{stamp}-band-{i}-{labels_slug([spec.label])}"
+            click.echo(f"Sweep {i}/{len(specs)}: {spec.redacted()} → {out}")
             result = sweep(_sweep_opts(corpus, sources, tasks, only, threshold, workers, max_concurrency, notebooks,
-                                       html, backends, out, force=True))
+                                       html, [spec], out, force=True))
             record_history(result)
             if result.failures:
                 print_sweep_summary(result, click.echo)
@@ -212,7 +226,7 @@ class _SweepFailed(EvalkitError):
 
 @click.command("check")
 @click.argument("run_dir", required=False, type=click.Path(path_type=Path, file_okay=False, exists=True))
-@click.option("--backend", "backends", multiple=True, metavar="NAME=SPEC",
+@click.option("--backend", "backends", multiple=True, type=BACKEND, metavar="NAME=SPEC",
               help="Run a new sweep with this backend (repeatable) instead of reading RUN_DIR.")
 @click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Folder for the new sweep (default: runs/<time>-check-<backends>).")
@@ -253,10 +267,9 @@ def check_cmd(run_dir, backends, out, justify, band_file, update_scoreboard, see
     band = load_band(band_file or band_path(corpus), must_exist=bool(band_file))
     sweep_code, result = EXIT_OK, None
     if backends:
-        parsed = _backends(backends)
-        out = out or Path("runs") / f"{_stamp()}-check-{labels_slug(label for label, _ in parsed)}"
+        out = out or Path("runs") / f"{_stamp()}-check-{labels_slug(spec.label for spec in backends)}"
         result = sweep(_sweep_opts(corpus, sources, tasks, only, threshold, workers, max_concurrency, notebooks, html,
-                                   parsed, out, force=True))
+                                   list(backends), out, force=True))
         print_sweep_summary(result, click.echo)
         record_history(result)
         sweep_code = result.exit_code

@@ -16,7 +16,8 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .backends import parse_backend_arg
+from .backends import BackendSpec
+from .board_cli import BACKEND, JUDGE
 from .corpus import DEFAULT_CORPUS, sources_dir
 from .errors import EXIT_INVALID, EXIT_OK, EvalkitError, UsageError
 from .runfolder import INDEX
@@ -27,10 +28,10 @@ from .validate import validate_corpus
 DEFAULT_CASSETTE = Path(__file__).resolve().parent.parent / "cassettes" / "gemma-3-270m-q4_k_m.jsonl"
 
 
-def default_backends() -> tuple[str, ...]:
+def default_backends() -> tuple[BackendSpec, ...]:
     if not DEFAULT_CASSETTE.is_file():
-        return ("fake",)
-    return (f"gemma-3-270m=cassette:path={os.path.relpath(DEFAULT_CASSETTE)}",)
+        return (BackendSpec("fake", "fake"),)
+    return (BackendSpec("gemma-3-270m", "cassette", {"path": os.path.relpath(DEFAULT_CASSETTE)}),)
 
 CORPUS = click.option("--corpus", type=click.Path(path_type=Path), default=None,
                       help="Corpus folder (default: the bundled corpus/).")
@@ -162,7 +163,7 @@ def _run(corpus, sources, tasks, only, backends, out, threshold, workers, max_co
 
     opts = RunOptions(
         corpus=corpus or DEFAULT_CORPUS, sources=sources_dir(sources), tasks=list(tasks) or None,
-        only=list(only) or None, backends=[parse_backend_arg(b) for b in backends],
+        only=list(only) or None, backends=list(backends),
         out=out, threshold=threshold, max_concurrency=max_concurrency, html=html,
         record=list(record), dry_run=dry_run, max_usd=max_usd, prices=prices, allow_unpriced=allow_unpriced,
         **judging,
@@ -178,8 +179,8 @@ def _run(corpus, sources, tasks, only, backends, out, threshold, workers, max_co
     if result.plan is not None:
         click.echo(result.plan.render())
         if judging.get("judge"):
-            click.echo(f"  judge: {judging['judge']} ({judging.get('judge_mode') or 'reference'}): its calls depend on "
-                       f"the extractions and are not counted above; cached in its judge cache")
+            click.echo(f"  judge: {judging['judge'].redacted().spec} ({judging.get('judge_mode') or 'reference'}): "
+                       "its calls depend on the extractions and are not counted above; cached in its judge cache")
         sys.exit(result.exit_code)
     print_summary(result)
     if result.reused:
@@ -217,7 +218,7 @@ ALLOW_UNPRICED = click.option(
          "without it such a run stops before any call (exit 2).")
 
 JUDGE_OPTIONS = [
-    click.option("--judge", default=None, metavar="SPEC",
+    click.option("--judge", default=None, type=JUDGE, metavar="SPEC",
                  help="Judge backend (any backend spec: anthropic[:model=M] for the hosted default, openai:url=U, "
                       "python:M:F, cassette:path=P): judged metrics, and pairwise judging with --judge-mode."),
     click.option("--judge-mode", type=click.Choice(["reference", "pairwise", "both"]), default=None,
@@ -242,7 +243,7 @@ def _apply(options):
 
 
 @main.command("run")
-@click.option("--backend", "backends", multiple=True, metavar="NAME=SPEC",
+@click.option("--backend", "backends", multiple=True, type=BACKEND, metavar="NAME=SPEC",
               help="Backend (repeatable): anthropic[:model=M], openai:url=U[,model=M], cassette:path=P, "
                    "python:MODULE:FUNCTION, fake, predictions:dir=D (default: the committed cassette).")
 @click.option("--record", multiple=True, metavar="NAME=PATH",
@@ -266,7 +267,7 @@ def run_cmd(backends, record, dry_run, max_usd, allow_unpriced, prices, corpus, 
 
 @main.command("compare")
 @click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
-@click.option("--backend", "backends", multiple=True, metavar="NAME=SPEC",
+@click.option("--backend", "backends", multiple=True, type=BACKEND, metavar="NAME=SPEC",
               help="Run these backends into RUN_DIR first (as `evalkit run --out RUN_DIR`), then compare.")
 @click.option("--record", multiple=True, metavar="NAME=PATH", help="As for `evalkit run` (with --backend).")
 @click.option("--max-usd", type=click.FloatRange(0), default=None, help="As for `evalkit run` (with --backend).")
@@ -315,8 +316,8 @@ def score_cmd(predictions, corpus, sources, tasks, only, out, threshold, workers
     """Score predictions made elsewhere (one JSON per member, named by member id)."""
     if not predictions.is_dir():
         raise EvalkitError(f"{predictions}: predictions folder not found")
-    _run(corpus, sources, tasks, only, [f"predictions=predictions:dir={predictions}"], out, threshold,
-         workers, max_concurrency, html, update_board, board)
+    backend = BackendSpec("predictions", "predictions", {"dir": str(predictions)})
+    _run(corpus, sources, tasks, only, [backend], out, threshold, workers, max_concurrency, html, update_board, board)
 
 
 @main.command("report")

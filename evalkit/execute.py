@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import runfolder
+from .backends import BackendSpec
 from .interrupt import on_stop, worker_signals
 from .jsonio import partial_path, write_text
 from .workers import run_all
@@ -293,20 +294,18 @@ def _rel(path: str | Path | None, start: Path) -> str | None:
     return os.path.relpath(Path(path).resolve(), start.resolve())
 
 
-def plan_member(run_dir: str | Path, task: str, member: str, backend: str, corpus: str | Path,
+def plan_member(run_dir: str | Path, task: str, member: str, backend: BackendSpec, corpus: str | Path,
                 sources: str | Path | None = None, threshold: float | None = None,
                 notebooks: str | Path = NOTEBOOKS_DIR) -> list[NotebookJob]:
-    """extract.ipynb then score.ipynb for one member and backend (``NAME=SPEC`` or a bare spec).
+    """extract.ipynb then score.ipynb for one member and backend (its ``NAME=SPEC`` is the notebooks'
+    ``backend`` parameter).
 
     Writes into the member × backend's folder (`runfolder.member_dir`); corpus and
     sources are passed relative to that folder.
     """
-    from .backends import parse_backend_arg
-
-    label, _ = parse_backend_arg(backend)
-    folder = runfolder.member_dir(run_dir, task, member, label)
+    folder = runfolder.member_dir(run_dir, task, member, backend.label)
     folder.mkdir(parents=True, exist_ok=True)
-    params = {"task": task, "member": member, "backend": backend, "corpus": _rel(corpus, folder),
+    params = {"task": task, "member": member, "backend": str(backend), "corpus": _rel(corpus, folder),
               "sources": _rel(sources, folder), "out": "."}
     extract = NotebookJob(Path(notebooks) / runfolder.EXTRACT_NB, folder / runfolder.EXTRACT_NB, params)
     score = NotebookJob(Path(notebooks) / runfolder.SCORE_NB, folder / runfolder.SCORE_NB,
@@ -335,7 +334,8 @@ def _main(argv: list[str]) -> int:  # pragma: no cover - a manual entry point fo
     ap.add_argument("--sources")
     ap.add_argument("--workers", type=int)
     a = ap.parse_args(argv)
-    jobs = [j for m in a.members for j in plan_member(a.run_dir, a.task, m, a.backend, a.corpus, a.sources)]
+    backend = BackendSpec.parse(a.backend)
+    jobs = [j for m in a.members for j in plan_member(a.run_dir, a.task, m, backend, a.corpus, a.sources)]
     jobs.append(plan_report(a.run_dir, a.task, jobs))
     t0 = time.perf_counter()
     res = execute(jobs, a.workers, on_done=lambda _, r: print(f"{'ok ' if r.ok else 'ERR'} {r.seconds:5.2f}s "

@@ -15,7 +15,7 @@ Reference mode (``judge.reference`` calls)
 Pairwise mode (``judge.pairwise`` calls)
     See `evalkit.pairwise`; results go to ``<run>/<task>/pairwise.json``.
 
-The judge cache **is a cassette** (`evalkit.cassette`) in record mode: a
+The judge cache **is a cassette** (`evalkit.backends.cassette`) in record mode: a
 live judge (anthropic, openai, python) is wrapped in a `RecordingBackend` on
 ``--judge-cache`` (default ``<run folder's parent>/judge-cache.jsonl``, so
 runs beside each other share it), keyed like every cassette by the canonical
@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from . import pairwise, runfolder
+from .backends import BackendSpec
 from .backends.base import Request
 from .errors import UsageError
 from .jsonio import canonical_sha
@@ -163,12 +164,12 @@ def parse_matches(record: Any, missed: Sequence[dict], spurious: Sequence[dict]
 
 @dataclass
 class JudgeConfig:
-    spec: str
+    spec: BackendSpec  # --judge SPEC, labelled "judge"
     mode: str = "reference"
     cache: Path | None = None  # None: <run folder's parent>/judge-cache.jsonl
 
 
-def check_mode(mode: str | None, judge: str | None) -> str:
+def check_mode(mode: str | None, judge: BackendSpec | None) -> str:
     if judge is None:
         if mode is not None:
             raise UsageError("--judge-mode needs --judge SPEC (the model that judges)")
@@ -186,24 +187,29 @@ def resolve_judge(config: JudgeConfig, run_dir: Path, extraction: Sequence[Any] 
     Live kinds record into the judge cache; ``cassette:`` replays. EVALKIT_RECORD_LLM /
     EVALKIT_REPLAY_LLM do not apply to the judge (its cache is always its own cassette).
     """
-    from .backends import parse_spec
-    from .backends.resolve import LIVE_KINDS, _same_file, resolve_backends
-    from .cassette import RECORD_ENV, REPLAY_ENV
+    from .backends import provider, providers
+    from .backends.cassette import CASSETTE, RECORD_ENV, REPLAY_ENV
+    from .backends.resolve import _same_file, resolve_backends
 
-    kind, _ = parse_spec(config.spec)
-    if kind not in (*LIVE_KINDS, "cassette"):
-        raise UsageError(f"--judge {config.spec}: a judge must be a model: anthropic[:model=M], openai:url=U[,model=M], "
-                         f"python:MODULE:FUNCTION or cassette:path=P (not {kind!r})")
+    spec = config.spec
+    try:  # a live provider (a model, or a pipeline that asks one), or a cassette of one
+        judges = provider(spec.kind).live or spec.kind == CASSETTE
+    except UsageError:
+        judges = False
+    if not judges:
+        usages = [p.usage for p in providers() if p.live or p.kind == CASSETTE]
+        raise UsageError(f"--judge {spec.spec}: a judge must be a model: {', '.join(usages[:-1])} or {usages[-1]} "
+                         f"(not {spec.kind!r})")
     env = dict(os.environ if env is None else env)
     env.pop(RECORD_ENV, None)
     env.pop(REPLAY_ENV, None)
-    if kind == "cassette":
-        return resolve_backends([f"judge={config.spec}"], env=env)[0]
+    if spec.kind == CASSETTE:
+        return resolve_backends([spec], env=env)[0]
     cache = Path(config.cache) if config.cache else Path(run_dir).resolve().parent / CACHE_NAME
     for r in extraction:
         if r.cassette is not None and _same_file(cache, Path(r.cassette)):
             raise UsageError(f"--judge-cache {cache} is backend {r.label}'s cassette: give the judge its own cache")
-    return resolve_backends([f"judge={config.spec}"], [f"judge={cache}"], env=env)[0]
+    return resolve_backends([spec], [f"{spec.label}={cache}"], env=env)[0]
 
 
 # ----------------------------------------------------------------------------- the phase

@@ -10,7 +10,7 @@ Two rules, each with its one owner here:
   a scoreboard key) is a name — one folder name — never a path.
 
 (A backend label becomes a folder of the run: its rule and its folder name live beside
-`evalkit.backends.parse_backend_arg`.) A refusal is an `Escape` (exit 3): one line naming the file
+`evalkit.backends.spec`.) A refusal is an `Escape` (exit 3): one line naming the file
 or the value, and the rule.
 """
 

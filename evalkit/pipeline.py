@@ -17,7 +17,7 @@ from typing import Any
 
 from . import __version__
 from . import runfolder
-from .backends import Backend, BackendContext, Completion, Request, parse_backend_arg
+from .backends import Backend, BackendContext, BackendSpec, Completion, Request
 from .corpus import DEFAULT_CORPUS, Member, Task, find_task, sources_dir
 from .jsonio import canonical_sha
 from .scoring import ScoreContext, ScoreResult
@@ -117,7 +117,7 @@ def locate(task_id: str, member_id: str, corpus: str | Path | None) -> Member:
     return find_task(Path(corpus or DEFAULT_CORPUS), task_id).member(member_id)
 
 
-def extract_member(task: str, member: str, backend: str = "fake", corpus: str | Path | None = None,
+def extract_member(task: str, member: str, backend: BackendSpec, corpus: str | Path | None = None,
                    sources: str | Path | None = None, out: str | Path = ".") -> dict[str, Any]:
     """Extraction for one member and backend; reuses ``out/extraction.json`` when current.
 
@@ -129,7 +129,6 @@ def extract_member(task: str, member: str, backend: str = "fake", corpus: str | 
     src = sources_dir(sources)
     document = read_document(check_integrity(m, src))
     request = render_request(m.task, m, document)
-    label, spec = parse_backend_arg(backend)
     ontology = None
     if (Path(out) / runfolder.EXTRACTION).exists():
         existing = runfolder.read_extraction(out)
@@ -138,11 +137,11 @@ def extract_member(task: str, member: str, backend: str = "fake", corpus: str | 
 
             ontology = Ontology.from_json(existing["ontology"])
             request = render_request(m.task, m, document, ontology)
-        if is_current(existing, request, spec):
+        if is_current(existing, request, backend.spec):
             return existing
     from .backends.resolve import build_backends
 
-    b = build_backends([f"{label}={spec}"], ctx=backend_context([m], src, {m.key: document}))[0]
+    b = build_backends([backend], ctx=backend_context([m], src, {m.key: document}))[0]
 
     async def once() -> Completion:
         try:

@@ -37,18 +37,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from .backends.spec import redact_stored
 from .corpus import DEFAULT_CORPUS, Member, find_task, load_task, task_dirs
 from .errors import EXIT_INVALID, EvalkitError
 from .paths import member_ref
-from .scoreboard import (SECRET_KEYS, edit_board, iter_entries, load_board, numeric_metrics,
-                         truth_sha256)
+from .scoreboard import edit_board, iter_entries, load_board, numeric_metrics, truth_sha256
 
 __all__ = ["BYOM_BOARD", "NotPublishable", "default_byom_board", "find_member", "public_entry", "publish",
            "render_byom_html", "write_byom_report"]
 
 BYOM_BOARD = "byom-scoreboard.json"
 PLACEHOLDERS = {"", "todo", "tbd", "unknown", "n/a", "na", "none", "null", "-", "?", "xxx"}
-LOCAL_KEYS = {"path", "dir", "file", "cassette", "target"}
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 _URL_OR_PATH = re.compile(r"""(?P<url>\b[A-Za-z][\w+.-]*://[^\s'"<>]+)"""
                           r"""|(?<![\w.~/\\-])(?:~|\.{1,2})?/[^\s,;'"()<>]+|\b[A-Za-z]:\\[^\s,;'"()<>]+""")
@@ -78,25 +77,6 @@ def find_member(corpus: Path, ref: str) -> Member:
     return load_task(hits[0]).member(member_id)
 
 
-def _public_spec(spec: str) -> str:
-    from .backends import parse_spec
-
-    try:
-        kind, options = parse_spec(spec)
-    except EvalkitError:
-        return "<unparsed>"
-    if kind == "python":
-        return "python:<local>"
-    parts = []
-    for k, v in options.items():
-        if k.lower() in SECRET_KEYS:
-            v = "***"
-        elif k.lower() in LOCAL_KEYS or "/" in v or "\\" in v:
-            v = "<local>"
-        parts.append(f"{k}={v}")
-    return kind + (":" + ",".join(parts) if parts else "")
-
-
 def _no_local_paths(value: Any) -> Any:
     """`value` with every local path in its strings (keys too) replaced by ``<local>``; URLs are kept."""
     if isinstance(value, str):
@@ -113,8 +93,8 @@ def _public_run(run: Mapping[str, Any]) -> dict[str, Any]:
     out = {k: run.get(k) for k in ("date", "model", "evalkit_version", "request_sha256", "input_tokens",
                                     "output_tokens", "usd", "latency_s", "calls", "replayed", "parse", "truncated")}
     if str(out["model"]).startswith("python:"):  # a pipeline's model id is its spec: python:MODULE_OR_PATH:FUNCTION
-        out["model"] = _public_spec(out["model"])
-    out["backend"] = {"label": backend.get("label"), "spec": _public_spec(str(backend.get("spec", "")))}
+        out["model"] = redact_stored(out["model"], public=True)
+    out["backend"] = {"label": backend.get("label"), "spec": redact_stored(str(backend.get("spec", "")), public=True)}
     out["error"] = bool(run.get("error"))
     return out
 

@@ -151,13 +151,24 @@ def _exporter() -> Any:
     return exporter
 
 
+def _label(backend: str) -> list[str]:
+    """The label of a notebook's ``backend`` parameter (``NAME=SPEC``); none if it is not a spec."""
+    from .backends import BackendSpec
+    from .errors import EvalkitError
+
+    try:
+        return [BackendSpec.parse(backend).label]
+    except EvalkitError:
+        return []
+
+
 def _title(nb: Any, path: Path) -> str:
     params = (nb.metadata.get("papermill") or {}).get("parameters") or {}
     parts = ["evalkit", path.stem]
     if params.get("task") and params.get("member"):
         parts.append(f"{params['task']}/{params['member']}")
         if params.get("backend"):
-            parts.append(str(params["backend"]).partition("=")[0])
+            parts += _label(str(params["backend"]))
     elif params.get("task"):
         parts.append(str(params["task"]))
     return " · ".join(parts)

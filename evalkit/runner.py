@@ -38,7 +38,7 @@ from . import __version__, runfolder
 from .corpus import Member, Task, load_member, load_tasks
 from .errors import (EXIT_BACKEND, EXIT_FAILED, EXIT_INTEGRITY, EXIT_OK, CassetteError, CorpusError, IntegrityError,
                      SourceMissing, UsageError)
-from .backends import check_labels, labels_slug
+from .backends import BackendSpec, check_labels, labels_slug
 from .interrupt import Interrupted
 from .jsonio import remove_partials
 from .pipeline import backend_context, extraction_record, is_current, render_request, score_home
@@ -55,7 +55,7 @@ class RunOptions:
     The fields marked *run only* are refused by a sweep."""
 
     corpus: Path
-    backends: list[tuple[str, str]]  # (label, spec)
+    backends: list[BackendSpec]
     sources: Path | None = None
     tasks: list[str] | None = None
     only: list[str] | None = None  # member ids (or task/member)
@@ -72,7 +72,7 @@ class RunOptions:
     max_usd: float | None = None  # run only
     prices: Path | None = None
     allow_unpriced: bool = False  # --allow-unpriced: a model with no price may run under --max-usd / --dry-run
-    judge: str | None = None  # run only: --judge SPEC (evalkit.judge)
+    judge: BackendSpec | None = None  # run only: --judge SPEC (evalkit.judge), labelled "judge"
     judge_mode: str | None = None  # --judge-mode reference|pairwise|both (default reference)
     judge_cache: Path | None = None  # --judge-cache PATH (default <run folder's parent>/judge-cache.jsonl)
     ontology: Path | None = None  # run only: --ontology PATH (evalkit.ontology)
@@ -222,11 +222,11 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
         raise UsageError("--judge-cache needs --judge SPEC")
     tasks = load_tasks(opts.corpus, opts.tasks)
     members = select_members(tasks, opts.only)
-    labels = check_labels(label for label, _ in opts.backends)
+    labels = check_labels(spec.label for spec in opts.backends)
     if opts.judge and judge_mode != "reference" and len(labels) < 2:
         raise UsageError(f"--judge-mode {judge_mode}: pairwise judging needs at least two --backend")
     # Resolving reads cassettes and the environment only: no call, no file written.
-    resolved = resolve_backends([f"{label}={spec}" for label, spec in opts.backends], opts.record)
+    resolved = resolve_backends(opts.backends, opts.record)
     run_dir = Path(opts.out or Path("runs") / default_run_id(labels))
     judge_resolved = (judging.resolve_judge(judging.JudgeConfig(opts.judge, judge_mode, opts.judge_cache), run_dir,
                                             resolved) if opts.judge else None)
@@ -359,9 +359,9 @@ def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opt
 
     jobs, per_home, per_task = [], {}, {}
     for h in homes:
-        spec = runfolder.read_extraction(h.dir)["backend"]["spec"]
-        pair = plan_member(run_dir, h.member.task.id, h.member.id, f"{h.label}={spec}", opts.corpus, opts.sources,
-                           opts.threshold)
+        # the backend as its extraction.json records it (secrets redacted): what the notebooks get
+        spec = BackendSpec.parse(runfolder.read_extraction(h.dir)["backend"]["spec"], label=h.label)
+        pair = plan_member(run_dir, h.member.task.id, h.member.id, spec, opts.corpus, opts.sources, opts.threshold)
         per_home[h.dir] = pair
         per_task.setdefault(h.member.task.id, []).extend(pair)
         jobs += pair

@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
+from .backends.spec import redact_stored
 from .corpus import DEFAULT_CORPUS, Member, find_task
 from .errors import EXIT_INVALID, CorpusError, EvalkitError
 from .jsonio import dumps, read_json, write_json
@@ -38,7 +39,7 @@ from .status import SCORED
 
 __all__ = [
     "SCHEMA_VERSION", "BOARD_NAME", "ScoreboardError", "board_path", "dumps", "load_board",
-    "write_json", "locked", "edit_board", "redact_spec", "run_block", "entry_for", "settings_of",
+    "write_json", "locked", "edit_board", "run_block", "entry_for", "settings_of",
     "truth_sha256", "update_scoreboard", "iter_entries", "numeric_metrics",
 ]
 
@@ -46,7 +47,6 @@ SCHEMA_VERSION = 1
 BOARD_NAME = "scoreboard.json"
 LOCK_TIMEOUT_S = 120
 # Backend spec options whose value is a secret: never written to a board.
-SECRET_KEYS = {"key", "api_key", "apikey", "token", "secret", "password", "auth", "authorization", "bearer"}
 
 
 class ScoreboardError(EvalkitError):
@@ -117,20 +117,6 @@ def iter_entries(board: Mapping[str, Any]) -> Iterator[tuple[str, str, str, dict
 # --------------------------------------------------------------------------- entries
 
 
-def redact_spec(spec: str) -> str:
-    """A backend spec with secret-looking option values replaced by ``***``."""
-    from .backends import parse_spec
-
-    try:
-        kind, options = parse_spec(spec)
-    except EvalkitError:
-        return spec
-    if kind == "python" or not options:
-        return spec
-    parts = [f"{k}={'***' if k.lower() in SECRET_KEYS else v}" for k, v in options.items()]
-    return f"{kind}:{','.join(parts)}"
-
-
 RUN_KEYS = ("input_tokens", "output_tokens", "usd", "latency_s", "calls", "replayed", "parse", "truncated", "error")
 
 
@@ -146,7 +132,7 @@ def run_block(scored: Scored, extraction: dict[str, Any] | None = None,
         "date": scored.started(rj),
         "model": backend.get("model") or run.get("model"),
         "evalkit_version": ext.get("evalkit_version") or rj.get("evalkit_version"),
-        "backend": {"label": backend.get("label", scored.backend), "spec": redact_spec(str(backend.get("spec", "")))},
+        "backend": {"label": backend.get("label", scored.backend), "spec": redact_stored(str(backend.get("spec", "")))},
         "request_sha256": ext.get("request_sha256"),
     }
     block.update({k: run.get(k) for k in RUN_KEYS})

@@ -45,6 +45,7 @@ from .errors import (EXIT_BACKEND, EXIT_CASSETTE, EXIT_INTEGRITY, EXIT_OK, Corpu
                      UsageError)
 from .interrupt import Interrupted
 from .runner import Outcome, RunOptions
+from .backends import BackendSpec
 from .status import ERROR, REFUSED, SCORED, SKIPPED
 from .workers import WorkerDied, run_all
 
@@ -76,28 +77,16 @@ def _fingerprint(path: Path) -> str | None:
     return None
 
 
-def _backend_inputs(spec: str) -> dict[str, str]:
-    from .backends import parse_spec
-
-    try:
-        _, options = parse_spec(spec)
-    except EvalkitError:
-        return {}
-    out = {}
-    for k, v in sorted(options.items()):
-        if k in ("path", "dir", "file", "cassette") and v:
-            fp = _fingerprint(Path(v))
-            if fp:
-                out[k] = fp
-    return out
+def _backend_inputs(spec: BackendSpec) -> dict[str, str]:
+    return {k: fp for k, path in spec.files().items() if (fp := _fingerprint(path))}
 
 
-def currency_keys(member: Any, backends: list[tuple[str, str]], sources: Path | None, threshold: float | None,
+def currency_keys(member: Any, backends: list[BackendSpec], sources: Path | None, threshold: float | None,
                   notebooks: bool) -> dict[str, dict[str, Any]] | None:
     """Per backend label, what that member × backend's outputs depend on (see module docstring);
     None if it cannot be known. The member's own inputs are read and hashed once for all backends."""
     from .pipeline import render_request, request_sha
-    from .scoreboard import redact_spec, truth_sha256
+    from .scoreboard import truth_sha256
     from .sources import check_integrity, read_document, sha256_file
 
     try:
@@ -115,8 +104,8 @@ def currency_keys(member: Any, backends: list[tuple[str, str]], sources: Path | 
         "notebooks": notebooks,
         "evalkit_version": __version__,
     }
-    return {label: {**common, "backend": f"{label}={redact_spec(spec)}", "backend_inputs": _backend_inputs(spec)}
-            for label, spec in backends}
+    return {spec.label: {**common, "backend": str(spec.redacted()), "backend_inputs": _backend_inputs(spec)}
+            for spec in backends}
 
 
 # --------------------------------------------------------------------------- the sweep
@@ -215,7 +204,6 @@ def _is_current(prev: dict[str, Any] | None, keys: dict[str, Any] | None, sweep_
 
 def _write_sweep_json(sweep_dir: Path, opts: RunOptions, records: dict[str, MemberResult],
                       others: dict[str, Any] | None = None) -> None:
-    from .scoreboard import redact_spec
 
     members = dict(others or {})
     members.update({k: {"status": r.status, "message": r.message, "run_dir": r.run_dir, "keys": r.keys,
@@ -226,7 +214,7 @@ def _write_sweep_json(sweep_dir: Path, opts: RunOptions, records: dict[str, Memb
         "evalkit_version": __version__,
         "corpus": str(opts.corpus),
         "sources": str(opts.sources) if opts.sources else None,
-        "backends": [{"label": label, "spec": redact_spec(spec)} for label, spec in opts.backends],
+        "backends": [{"label": spec.label, "spec": spec.redacted().spec} for spec in opts.backends],
         "tasks": opts.tasks,
         "threshold": opts.threshold,
         "notebooks": opts.notebooks,
@@ -257,7 +245,7 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
     from .paths import member_ref
 
     _refuse_run_only(opts)
-    labels = check_labels(label for label, _ in opts.backends)
+    labels = check_labels(spec.label for spec in opts.backends)
     if not labels:
         raise EvalkitError("sweep: give at least one --backend NAME=SPEC")
     tasks = load_tasks(opts.corpus, opts.tasks)

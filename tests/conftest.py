@@ -120,6 +120,7 @@ def prepare_run(root: Path) -> list:
 
     The layout is the same under any `root`, so two runs can be compared byte for byte.
     """
+    from evalkit.backends import BackendSpec
     from evalkit.execute import plan_member, plan_report
     from evalkit.pipeline import extract_member
 
@@ -127,8 +128,8 @@ def prepare_run(root: Path) -> list:
     run_dir = root / "run"
     jobs = []
     for m in MEMBERS:
-        jobs += plan_member(run_dir, TASK_ID, m, "fake", corpus)
-        extract_member(TASK_ID, m, "fake", corpus, None, run_dir / TASK_ID / m / "fake")
+        jobs += plan_member(run_dir, TASK_ID, m, BackendSpec("fake", "fake"), corpus)
+        extract_member(TASK_ID, m, BackendSpec("fake", "fake"), corpus, None, run_dir / TASK_ID / m / "fake")
     return jobs + [plan_report(run_dir, TASK_ID, jobs)]
 
 

@@ -1,4 +1,5 @@
-"""Build small throw-away corpora for tests (a `fields` task with members)."""
+"""Build small throw-away corpora for tests (a `fields` task with members); and the helpers tests share:
+`cli` (the command group, in-process) and `specs` (``--backend`` arguments, parsed as the CLI parses them)."""
 
 from __future__ import annotations
 
@@ -63,3 +64,10 @@ def cli(*args):
     if res.exception is not None and not isinstance(res.exception, SystemExit):
         raise res.exception
     return res
+
+
+def specs(*args: str) -> list:
+    """``NAME=SPEC`` arguments as the command line hands them on: `BackendSpec`s."""
+    from evalkit.backends import BackendSpec
+
+    return [BackendSpec.parse(a) for a in args]

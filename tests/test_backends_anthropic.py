@@ -7,10 +7,11 @@ import logging
 
 import pytest
 
+from corpus_factory import specs
+from evalkit.backends.cassette import load_records
+from evalkit.backends.failures import read_failures
 from evalkit.backends.resolve import build_backends, plan, resolve_backends
-from evalkit.cassette import load_records
 from evalkit.errors import BackendError
-from evalkit.failures import read_failures
 from evalkit.pool import Job, run_jobs
 from servers.fixtures import PLANTED_ANTHROPIC, SCHEMA, _clean_env, ant, req  # noqa: F401 - fixtures
 
@@ -18,7 +19,7 @@ SPEC = "c=anthropic:model=claude-haiku-4-5,timeout=5,max_retries=2"
 
 
 def one(request=None, record: str | None = None, spec: str = SPEC):
-    backends = build_backends([spec], [f"c={record}"] if record else [])
+    backends = build_backends(specs(spec), [f"c={record}"] if record else [])
     return run_jobs([Job(backends[0], request or req())])[0]
 
 
@@ -44,11 +45,11 @@ def test_forced_tool_call_shape_usage_and_cost(ant):
 
 def test_missing_key_is_a_configuration_error_before_any_call(ant, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY")
-    resolved = resolve_backends([SPEC])
+    resolved = resolve_backends(specs(SPEC))
     p = plan(resolved, [req()])  # a dry run names the guard...
     assert [g.kind for g in p.guards] == ["missing_api_key"] and ant.count == 0
     with pytest.raises(BackendError, match="ANTHROPIC_API_KEY"):  # ...and a real run stops before calling
-        build_backends([SPEC])
+        build_backends(specs(SPEC))
     assert ant.count == 0
 
 
@@ -81,7 +82,7 @@ def test_max_tokens_stop_is_retried_with_double_budget(ant, tmp_path):
 def test_text_instead_of_tool_call_is_repaired_or_malformed(ant, tmp_path):
     cas = tmp_path / "x.jsonl"
     ant.script += [{"text": 'Sure! {"echo": "e", "chars": 1} Hope that helps.'}, {"text": "I would rather not."}]
-    backends = build_backends([SPEC], [f"c={cas}"])
+    backends = build_backends(specs(SPEC), [f"c={cas}"])
     a, b = run_jobs([Job(backends[0], req("d/a")), Job(backends[0], req("d/b", user="b"))], max_concurrency=1)
     assert a.parse == "recovered" and a.record == {"echo": "e", "chars": 1}
     assert b.parse == "malformed" and b.record is None
@@ -90,7 +91,7 @@ def test_text_instead_of_tool_call_is_repaired_or_malformed(ant, tmp_path):
 
 def test_temperature_rejection_falls_back_once(ant):
     ant.script.append({"status": 400, "message": "temperature: unknown parameter for this model"})
-    backends = build_backends([SPEC])
+    backends = build_backends(specs(SPEC))
     out = run_jobs([Job(backends[0], req("d/a")), Job(backends[0], req("d/b", user="b"))], max_concurrency=1)
     assert all(c.error is None for c in out)
     assert ["temperature" in m for m in ant.messages()] == [True, False, False]
@@ -101,7 +102,7 @@ def test_planted_key_never_reaches_artefacts(ant, tmp_path, caplog, capfd):
     cas = tmp_path / "k.jsonl"
     ant.script += [{"status": 401, "message": f"invalid x-api-key: {PLANTED_ANTHROPIC}"}, {"text": "no json here"},
                    {"truncate": True}]
-    backends = build_backends([SPEC], [f"c={cas}"])
+    backends = build_backends(specs(SPEC), [f"c={cas}"])
     out = run_jobs([Job(backends[0], req(f"d/m{i}", user=f"u{i}")) for i in range(4)], max_concurrency=1)
     assert PLANTED_ANTHROPIC in json.dumps(ant.requests[0].headers)  # the key was sent...
     assert len(read_failures(cas)) == 3 and len(load_records(cas)) == 3

@@ -7,9 +7,10 @@ import time
 
 import pytest
 
+from corpus_factory import specs
+from evalkit.backends.cassette import load_records
+from evalkit.backends.failures import read_failures
 from evalkit.backends.resolve import build_backends
-from evalkit.cassette import load_records
-from evalkit.failures import read_failures
 from evalkit.pool import Job, run_jobs
 from servers.fixtures import PLANTED_OPENAI, SCHEMA, _clean_env, oai, req  # noqa: F401 - fixtures
 from servers.openai_fake import OpenAIFake
@@ -20,7 +21,7 @@ def spec(server, extra: str = "") -> str:
 
 
 def one(backend_spec: str, request=None, record: str | None = None):
-    backends = build_backends([backend_spec], [f"o={record}"] if record else [])
+    backends = build_backends(specs(backend_spec), [f"o={record}"] if record else [])
     return run_jobs([Job(backends[0], request or req())])[0]
 
 
@@ -45,7 +46,7 @@ def test_request_shape_usage_and_cost(oai, monkeypatch):
 
 def test_llama_cpp_dialect_fallback_is_remembered(tmp_path):
     with OpenAIFake(reject_json_schema=True) as server:
-        backends = build_backends([spec(server)])
+        backends = build_backends(specs(spec(server)))
         out = run_jobs([Job(backends[0], req("demo/m1")), Job(backends[0], req("demo/m2", user="other"))],
                        max_concurrency=1)
         bodies = server.completions()
@@ -94,7 +95,7 @@ def test_timeout_then_success_and_timeout_exhausted(oai, tmp_path):
 def test_http_error_lands_in_sidecar_and_the_run_goes_on(oai, tmp_path):
     oai.script.append({"status": 400, "message": "bad things " + "x" * 5000})
     cas = tmp_path / "e.jsonl"
-    backends = build_backends([spec(oai)], [f"o={cas}"])
+    backends = build_backends(specs(spec(oai)), [f"o={cas}"])
     out = run_jobs([Job(backends[0], req("demo/m1")), Job(backends[0], req("demo/m2", user="two"))], max_concurrency=1)
     assert out[0].error.startswith("HTTP 400") and out[0].record is None
     assert out[1].error is None and out[1].record is not None
@@ -108,7 +109,7 @@ def test_http_error_lands_in_sidecar_and_the_run_goes_on(oai, tmp_path):
 def test_malformed_body_and_malformed_content(oai, tmp_path):
     cas = tmp_path / "m.jsonl"
     oai.script += [{"raw": "<html>502 from a proxy, not JSON"}, {"content": "Sorry, I cannot help with that."}]
-    backends = build_backends([spec(oai)], [f"o={cas}"])
+    backends = build_backends(specs(spec(oai)), [f"o={cas}"])
     a, b = run_jobs([Job(backends[0], req("demo/a")), Job(backends[0], req("demo/b", user="b"))], max_concurrency=1)
     assert a.record is None and a.parse == "malformed" and a.error.startswith("unreadable response body")
     assert b.record is None and b.parse == "malformed" and b.error is None
@@ -152,7 +153,7 @@ def test_no_key_and_no_url_is_a_configuration_error():
     from evalkit.errors import BackendError
 
     with pytest.raises(BackendError, match="OPENAI_API_KEY"):
-        build_backends(["o=openai:model=gpt-4o"])
+        build_backends(specs("o=openai:model=gpt-4o"))
 
 
 def test_planted_key_never_reaches_artefacts(oai, tmp_path, monkeypatch, caplog, capfd):
@@ -163,7 +164,7 @@ def test_planted_key_never_reaches_artefacts(oai, tmp_path, monkeypatch, caplog,
     cas = tmp_path / "k.jsonl"
     oai.script += [{"status": 401, "message": f"Incorrect API key provided: {PLANTED_OPENAI}"},
                    {"content": "prose only"}, {"status": 403, "message": "key sk-proj-PLANTED-other12345678 blocked"}]
-    backends = build_backends([spec(oai)], [f"o={cas}"])
+    backends = build_backends(specs(spec(oai)), [f"o={cas}"])
     out = run_jobs([Job(backends[0], req(f"demo/m{i}", user=f"u{i}")) for i in range(4)], max_concurrency=1)
     assert oai.requests[0].headers["authorization"].endswith(PLANTED_OPENAI)  # it was used...
     texts = [p.read_text() for p in tmp_path.iterdir()] + [caplog.text, *capfd.readouterr()]
@@ -174,15 +175,16 @@ def test_planted_key_never_reaches_artefacts(oai, tmp_path, monkeypatch, caplog,
 
 
 def test_spec_hides_url_credentials():
-    from evalkit.backends.openai import make
+    from evalkit.backends import BackendContext, provider
 
-    b = make("o", {"url": "http://user:secret@127.0.0.1:9/v1?token=abc", "model": "m"})
+    (o,) = specs("o=openai:url=http://user:secret@127.0.0.1:9/v1?token=abc,model=m")
+    b = provider("openai").factory(o, BackendContext())
     assert "secret" not in b.spec and "token" not in b.spec and "127.0.0.1:9/v1" in b.spec
 
 
 def test_many_concurrent_calls_share_one_pool():
     with OpenAIFake(latency=0.2) as server:
-        backends = build_backends([spec(server)])
+        backends = build_backends(specs(spec(server)))
         t0 = time.perf_counter()
         out = run_jobs([Job(backends[0], req(f"demo/m{i}", user=f"doc {i}")) for i in range(32)], max_concurrency=16)
         wall = time.perf_counter() - t0
@@ -195,7 +197,7 @@ def test_newer_models_parameter_adaptation_is_remembered(oai):
     oai.script += [{"status": 400, "message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
                                               "Use 'max_completion_tokens' instead."},
                    {"status": 400, "message": "Unsupported value: 'temperature' does not support 0 with this model."}]
-    backends = build_backends([spec(oai)])
+    backends = build_backends(specs(spec(oai)))
     out = run_jobs([Job(backends[0], req("d/a")), Job(backends[0], req("d/b", user="b"))], max_concurrency=1)
     assert all(c.error is None for c in out)
     last = oai.completions()[-1]

@@ -63,10 +63,12 @@ def test_bound_counts_every_budget_and_every_send():
 
 def test_every_model_a_default_spec_names_is_priced_with_its_source_and_date():
     from evalkit.backends.anthropic import DEFAULT_MODEL
-    from evalkit.backends.resolve import live_model, resolve_backends
+    from evalkit.backends import BackendSpec, provider
+    from evalkit.backends.resolve import resolve_backends
 
-    judge = resolve_backends(["judge=anthropic"], env={})[0].model  # `--judge anthropic`
-    defaults = {DEFAULT_MODEL, live_model("anthropic", {}), judge, "gemma-3-270m", "fake", "predictions"}
+    judge = resolve_backends([BackendSpec.parse("anthropic", label="judge")], env={})[0].model  # `--judge anthropic`
+    defaults = {DEFAULT_MODEL, provider("anthropic").model(BackendSpec.parse("anthropic")), judge, "gemma-3-270m",
+                "fake", "predictions"}
     assert DEFAULT_MODEL in defaults and len(defaults) >= 4
     for model in defaults:
         assert model in DEFAULT_PRICES, f"{model}: a default spec names it; add it to pricing.DEFAULT_PRICES"

@@ -1,7 +1,7 @@
 """The noise band and the regression rule: `evalkit band` and `evalkit check`.
 
 Sweeps are replayed from independently recorded cassettes (`cassette:path=…`, one JSONL per
-recording, written here with `evalkit.cassette.make_record`), through `--no-notebooks` so the
+recording, written here with `evalkit.backends.cassette.make_record`), through `--no-notebooks` so the
 module stays fast.
 """
 
@@ -43,7 +43,7 @@ MODEL = "gemma-3-270m"
 def cassette(corpus: Path, path: Path, changes: dict[str, dict]) -> Path:
     """A cassette as a recording session would leave it: one record per member's extraction request."""
     from evalkit.backends import Completion
-    from evalkit.cassette import make_record
+    from evalkit.backends.cassette import make_record
     from evalkit.corpus import load_task
     from evalkit.pipeline import render_request
     from evalkit.sources import check_integrity, read_document

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from corpus_factory import cli
+from corpus_factory import cli, specs
 from servers.fixtures import _clean_env, oai, req  # noqa: F401 - fixtures
 from evalkit.backends.openai import OpenAIBackend
 from evalkit.backends.resolve import plan, resolve_backends
@@ -57,10 +57,10 @@ def test_a_replayed_or_free_backend_needs_no_price_and_an_unpriced_judge_does(oa
     res = cli("run", "--backend", "fake", *ONLY, "--dry-run", "--max-usd", "0.01")
     assert res.exit_code == 0, res.output
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-used")
-    judge = resolve_backends([f"judge=openai:url={oai.url}/v1,model=unpriced-judge"], env={})[0]
-    p = plan(resolve_backends(["fake"]), [req()], require_prices=True, judge=judge)
+    judge = resolve_backends(specs(f"judge=openai:url={oai.url}/v1,model=unpriced-judge"), env={})[0]
+    p = plan(resolve_backends(specs("fake")), [req()], require_prices=True, judge=judge)
     assert [g.kind for g in p.guards] == ["unpriced_model"] and "unpriced-judge" in p.guards[0].message
-    assert not plan(resolve_backends(["fake"]), [req()], judge=judge).guards  # no budget asked for: no guard
+    assert not plan(resolve_backends(specs("fake")), [req()], judge=judge).guards  # no budget asked for: no guard
 
 
 def test_max_usd_reserves_the_truncation_retry(oai):

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from corpus_factory import specs
+from evalkit.backends.cassette import Cassette, ReplayBackend, cassette_key, concat, load_records
+from evalkit.backends.failures import FailureLog, Failure, read_failures, sidecar_path
 from evalkit.backends.resolve import build_backends, check_guards, open_backends, plan, resolve_backends
-from evalkit.cassette import Cassette, ReplayBackend, cassette_key, concat, load_records
 from evalkit.errors import CassetteCorrupt, CassetteError, CassetteMiss, UsageError
-from evalkit.failures import FailureLog, Failure, read_failures, sidecar_path
 from evalkit.pool import Job, run_jobs
 from servers.fixtures import _clean_env, oai, req  # noqa: F401 - fixtures
 from servers.openai_fake import OpenAIFake
@@ -32,12 +33,12 @@ def members(n: int, word: str = "Extract") -> list:
 
 
 def record(server, cassette: Path, requests, **kw):
-    backends = build_backends([live(server)], [f"g={cassette}"])
+    backends = build_backends(specs(live(server)), [f"g={cassette}"])
     return run_jobs([Job(backends[0], r) for r in requests], **kw)
 
 
 def replay(cassette: Path, requests, label: str = "g"):
-    backends = build_backends([f"{label}=cassette:path={cassette}"])
+    backends = build_backends(specs(f"{label}=cassette:path={cassette}"))
     return run_jobs([Job(backends[0], r) for r in requests])
 
 
@@ -80,19 +81,19 @@ def test_replay_and_dry_run_make_zero_calls_and_plan_counts(oai, tmp_path):
     cas = tmp_path / "c.jsonl"
     record(oai, cas, members(3))
     before = oai.count
-    resolved = resolve_backends([live(oai)], [f"g={cas}"])
+    resolved = resolve_backends(specs(live(oai)), [f"g={cas}"])
     p = plan(resolved, members(5))
     (b,) = p.backends
     assert (b.mode, b.cassette_records, b.replay_hits, b.calls) == ("record", 3, 3, 2)
     assert p.ok and "2 calls" in p.render() and "characters/4" in p.render()
-    p = plan(resolve_backends([live(oai)]), members(5))
+    p = plan(resolve_backends(specs(live(oai))), members(5))
     assert p.backends[0].calls == 5 and p.backends[0].mode == "live"
-    p = plan(resolve_backends([f"r=cassette:path={cas}"]), members(5))
+    p = plan(resolve_backends(specs(f"r=cassette:path={cas}")), members(5))
     assert p.backends[0].calls == 0 and p.backends[0].replay_hits == 3
     assert [g.kind for g in p.guards] == ["cassette_miss"] and "deals/m03" in p.guards[0].message
     assert oai.count == before  # planning called nothing
     assert not (tmp_path / "new.jsonl").exists()
-    plan(resolve_backends([live(oai)], [f"g={tmp_path / 'new.jsonl'}"]), members(2))
+    plan(resolve_backends(specs(live(oai)), [f"g={tmp_path / 'new.jsonl'}"]), members(2))
     assert not (tmp_path / "new.jsonl").exists() and not sidecar_path(tmp_path / "new.jsonl").exists()
 
 
@@ -103,14 +104,14 @@ def test_plan_bounds_cost_from_chars_max_tokens_truncation_retry_and_retries(oai
     one_pass = sum(((c + 3) // 4) * 0.15 + 64 * 0.6 for c in chars) / 1e6
     # the call at max_tokens (64) and its truncation retry at 128, each sent 1 + max_retries times
     bound = sum(2 * ((c + 3) // 4) * 0.15 + (64 + 128) * 0.6 for c in chars) / 1e6
-    p = plan(resolve_backends(["o=openai:model=gpt-4o-mini"]), rs)
+    p = plan(resolve_backends(specs("o=openai:model=gpt-4o-mini")), rs)
     (b,) = p.backends
     assert b.priced and b.pass_usd == pytest.approx(one_pass) and b.max_retries == 4
     assert b.est_usd == pytest.approx(5 * bound) and p.est_usd == b.est_usd
     assert f"≤ ${5 * bound:.4f}" in p.render() and "once more at twice that" in p.render()
-    p = plan(resolve_backends(["o=openai:model=gpt-4o-mini,max_retries=1"]), rs)
+    p = plan(resolve_backends(specs("o=openai:model=gpt-4o-mini,max_retries=1")), rs)
     assert p.backends[0].est_usd == pytest.approx(2 * bound)
-    assert not plan(resolve_backends([live(oai)]), rs).backends[0].est_usd
+    assert not plan(resolve_backends(specs(live(oai))), rs).backends[0].est_usd
 
 
 def test_resume_pays_only_for_misses(oai, tmp_path):
@@ -183,22 +184,22 @@ def test_corrupt_line_and_torn_last_line(oai, tmp_path, capsys):
 def test_env_vars(oai, tmp_path, monkeypatch):
     cas = tmp_path / "env.jsonl"
     monkeypatch.setenv("EVALKIT_RECORD_LLM", str(cas))
-    backends = build_backends([live(oai)])
+    backends = build_backends(specs(live(oai)))
     run_jobs([Job(backends[0], r) for r in members(2)])
     assert len(load_records(cas)) == 2 and sidecar_path(cas).exists()
     monkeypatch.setenv("EVALKIT_REPLAY_LLM", str(cas))
     with pytest.raises(UsageError, match="both set"):
-        resolve_backends([live(oai)])
+        resolve_backends(specs(live(oai)))
     monkeypatch.delenv("EVALKIT_RECORD_LLM")
     n = oai.count
-    (r,) = resolve_backends([live(oai)])
+    (r,) = resolve_backends(specs(live(oai)))
     assert r.mode == "replay" and r.via_env == "EVALKIT_REPLAY_LLM"
     out = run_jobs([Job(b, q) for b in open_backends([r]) for q in members(2)])
     assert oai.count == n and all(c.replayed for c in out)
-    # make_backend (the notebook path) honours the variables as well
-    from evalkit.backends import BackendContext, make_backend
+    # build_backends (the notebook path: pipeline.extract_member) honours the variables as well
+    from evalkit.backends import BackendContext
 
-    b = make_backend("g", f"openai:url={oai.url}/v1,model=gemma-3-270m", BackendContext())
+    (b,) = build_backends(specs(f"g=openai:url={oai.url}/v1,model=gemma-3-270m"), ctx=BackendContext())
     assert isinstance(b, ReplayBackend)
 
 
@@ -210,24 +211,24 @@ def test_guards_abort_before_any_call(oai, tmp_path):
     n = oai.count
     for args in ([f"a=cassette:path={cas}", f"b=cassette:path={cas}"],
                  [f"a=cassette:path={cas}", f"b=cassette:path={copy}"]):
-        resolved = resolve_backends(args)
+        resolved = resolve_backends(specs(*args))
         p = plan(resolved, members(2))
         assert [g.kind for g in p.guards] == ["duplicate_cassette"]
         with pytest.raises(CassetteError, match="resolve to"):
             check_guards(resolved)
-    resolved = resolve_backends([f"a=cassette:path={cas}", live(oai)], [f"g={cas}"])
+    resolved = resolve_backends(specs(f"a=cassette:path={cas}", live(oai)), [f"g={cas}"])
     with pytest.raises(CassetteError, match="same file"):
         open_backends(resolved)
     bad = tmp_path / "bad.jsonl"
     bad.write_text("garbage\n" + cas.read_text())
-    resolved = resolve_backends([f"a=cassette:path={bad}"])
+    resolved = resolve_backends(specs(f"a=cassette:path={bad}"))
     assert [g.kind for g in plan(resolved, members(1)).guards] == ["corrupt_cassette"]
     with pytest.raises(CassetteCorrupt, match="bad.jsonl:1"):
         open_backends(resolved)
     with pytest.raises(CassetteError, match="not found"):
-        build_backends([f"a=cassette:path={tmp_path / 'none.jsonl'}"])
+        build_backends(specs(f"a=cassette:path={tmp_path / 'none.jsonl'}"))
     with pytest.raises(UsageError, match="no --backend"):
-        resolve_backends([live(oai)], ["x=y.jsonl"])
+        resolve_backends(specs(live(oai)), ["x=y.jsonl"])
     assert oai.count == n
 
 
@@ -259,27 +260,28 @@ def test_python_pipeline_backend(tmp_path, monkeypatch):
         "    raise ValueError('pipeline broke')\n")
     monkeypatch.chdir(tmp_path)
     r = members(1)[0]
-    sync, async_, boom = build_backends(["s=python:mypipe:extract", f"a=python:{mod}:aextract", "b=python:mypipe:boom"])
+    sync, async_, boom = build_backends(specs("s=python:mypipe:extract", f"a=python:{mod}:aextract",
+                                              "b=python:mypipe:boom"))
     out = run_jobs([Job(sync, r), Job(async_, r), Job(boom, r)])
     assert out[0].record == {"n": len(r.user), "task": "deals", "has_schema": True} and out[0].parse == "clean"
     assert out[1].record == {"n": len(r.user)}
     assert out[2].record is None and "ValueError: pipeline broke" in out[2].error
     cas = tmp_path / "py.jsonl"
-    (rec,) = build_backends(["s=python:mypipe:extract"], [f"s={cas}"])
+    (rec,) = build_backends(specs("s=python:mypipe:extract"), [f"s={cas}"])
     first = run_jobs([Job(rec, r)])[0]
     again = replay(cas, [r], label="s")[0]
     assert same(first, again)
     with pytest.raises(UsageError, match="cannot import"):
-        build_backends(["x=python:no_such_module:f"])
+        build_backends(specs("x=python:no_such_module:f"))
 
 
 KILL_SCRIPT = r"""
 import sys
-from evalkit.backends import Request
+from evalkit.backends import BackendSpec, Request
 from evalkit.backends.resolve import build_backends
 from evalkit.pool import Job, run_jobs
 url, cas = sys.argv[1], sys.argv[2]
-(b,) = build_backends([f"g=openai:url={url}/v1,model=gemma-3-270m"], [f"g={cas}"])
+(b,) = build_backends([BackendSpec.parse(f"g=openai:url={url}/v1,model=gemma-3-270m")], [f"g={cas}"])
 reqs = [Request(member=f"deals/m{i}", call_type="extract", system="s", user=f"doc {i}",
                 schema={"type": "object"}, max_tokens=32) for i in range(10)]
 out = run_jobs([Job(b, r) for r in reqs], max_concurrency=1)

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-import evalkit.cassette as cassette_mod
+import evalkit.backends.cassette as cassette_mod
+from corpus_factory import specs
 from evalkit.backends.base import Completion, Request
+from evalkit.backends.cassette import (Cassette, RecordingBackend, ReplayBackend, cassette_key, encode_record,
+                                      index_path, load_records, make_record)
 from evalkit.backends.resolve import plan, resolve_backends
-from evalkit.cassette import (Cassette, RecordingBackend, ReplayBackend, cassette_key, encode_record, index_path,
-                              load_records, make_record)
 from evalkit.errors import CassetteCorrupt, CassetteError
 from evalkit.pool import Job, run_jobs
 
@@ -105,7 +106,7 @@ def test_index_is_saved_on_close_and_reused_while_the_file_is_unchanged(indexed,
     # the plan and the duplicate-cassette guard see the same counts and files as without an index
     copy = tmp_path / "copy.jsonl"
     copy.write_bytes(cas.read_bytes())
-    resolved = resolve_backends([f"a=cassette:path={cas}", f"b=cassette:path={copy}"])
+    resolved = resolve_backends(specs(f"a=cassette:path={cas}", f"b=cassette:path={copy}"))
     p = plan(resolved, reqs(8))
     assert [b.replay_hits for b in p.backends] == [6, 6] and p.backends[0].cassette_records == 6
     assert {g.kind for g in p.guards} == {"duplicate_cassette", "cassette_miss"}

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from corpus_factory import cli, make_corpus, write_yaml
-from evalkit.backends import check_labels, folder_label, label_folder, parse_backend_arg
+from evalkit.backends import BackendSpec, check_labels, folder_label, label_folder
 from evalkit.errors import Escape
 
 SECRET = "OUTSIDE-SECRET-5519"
@@ -364,12 +364,12 @@ def test_two_labels_sharing_a_folder_are_refused(world):
 
 
 def test_label_rule_and_folder_mapping():
-    assert parse_backend_arg("org/model=fake") == ("org/model", "fake")
-    assert parse_backend_arg("gemma-3.270m_q4=fake") == ("gemma-3.270m_q4", "fake")
-    assert parse_backend_arg("openai:url=http://x/v1") == ("openai", "openai:url=http://x/v1")
+    assert BackendSpec.parse("org/model=fake") == BackendSpec("org/model", "fake")
+    assert BackendSpec.parse("gemma-3.270m_q4=fake") == BackendSpec("gemma-3.270m_q4", "fake")
+    assert BackendSpec.parse("openai:url=http://x/v1") == BackendSpec("openai", "openai", {"url": "http://x/v1"})
     for bad in ("../x", "a/../b", "/a", "a/", "-a", ".a", "a b", "a\\b", "é"):
         with pytest.raises(Escape, match="backend name"):
-            parse_backend_arg(f"{bad}=fake")
+            BackendSpec.parse(f"{bad}=fake")
     assert label_folder("org/model") == "org__model" and label_folder("a/b/c") == "a__b__c"
     with pytest.raises(Escape, match="both write to folder 'a__b'"):
         check_labels(["a/b", "a__b"])

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.backends.base import Completion, Request
-from evalkit.cassette import RecordingBackend, load_records
+from evalkit.backends.cassette import RecordingBackend, load_records
 from evalkit.cli import DEFAULT_CASSETTE
 from evalkit.corpus import DEFAULT_CORPUS, load_tasks
 from evalkit.sources import SourceMissing, check_integrity, read_document

@@ -11,6 +11,7 @@ from pathlib import Path
 import nbformat
 
 from conftest import MEMBERS, TASK_ID, mini_corpus, prepare_run
+from evalkit.backends import BackendSpec
 from evalkit.execute import INJECTED_ID, NotebookJob, execute, jupyter_env, normalize, plan_member, plan_report
 from evalkit.render import render_notebook
 
@@ -76,7 +77,7 @@ def test_normalize_fixes_papermill_fields():
 def test_a_failing_notebook_reports_its_error_and_the_others_finish(tmp_path):
     corpus = mini_corpus(tmp_path / "corpus")
     run_dir = tmp_path / "run"
-    bad = plan_member(run_dir, TASK_ID, "no-such-member", "fake", corpus)[0]
+    bad = plan_member(run_dir, TASK_ID, "no-such-member", BackendSpec("fake", "fake"), corpus)[0]
     missing_template = NotebookJob(tmp_path / "nope.ipynb", run_dir / "x" / "nope.ipynb")
     good = plan_report(run_dir, TASK_ID)  # no scores yet: an empty report still runs
     seen = []

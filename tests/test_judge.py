@@ -1,7 +1,7 @@
 """The reference judge: requests, verdicts, judged metrics, the judge cache (a cassette).
 
 Everything is local and deterministic: extraction backends are cassettes built here with
-`evalkit.cassette`; the judge is a scripted function (served through ``python:``, replayed
+`evalkit.backends.cassette`; the judge is a scripted function (served through ``python:``, replayed
 from the cassette it recorded, or answered by the local fake Anthropic server, whose request
 counter proves cache hits). The helpers here are shared with test_pairwise, test_ontology and
 test_compare.
@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from corpus_factory import cli  # noqa: F401  (also used by test_ontology, test_compare)
+from evalkit.backends import BackendSpec
 from evalkit.backends.base import Completion
-from evalkit.cassette import load_records, make_record
+from evalkit.backends.cassette import load_records, make_record
 from evalkit.corpus import DEFAULT_CORPUS, load_task
 from evalkit.jsonio import canonical_sha
 from evalkit.judge import REFERENCE, candidates, parse_matches, reference_request
@@ -140,10 +141,11 @@ def two_cassettes(tmp_path: Path, members=TWO, ontology=None) -> list[tuple[str,
     return [("alpha", f"cassette:path={a}"), ("beta", f"cassette:path={b}")]
 
 
-def run_graph(out: Path, backends, members=TWO, **kw):
-    """`evalkit run` in-process, scoring without notebooks (fast)."""
-    return run(RunOptions(corpus=DEFAULT_CORPUS, backends=list(backends), tasks=["encyclopedia"], only=list(members),
-                          out=out, notebooks=False, html=False, workers=1, **kw))
+def run_graph(out: Path, backends, members=TWO, judge: str | None = None, **kw):
+    """`evalkit run` in-process, scoring without notebooks (fast); `backends`: (label, spec) pairs."""
+    return run(RunOptions(corpus=DEFAULT_CORPUS, backends=[BackendSpec.parse(s, label=b) for b, s in backends],
+                          tasks=["encyclopedia"], only=list(members), out=out, notebooks=False, html=False, workers=1,
+                          judge=BackendSpec.parse(judge, label="judge") if judge else None, **kw))
 
 
 def evalkit(*args, cwd=ROOT, env=None):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from evalkit.backends import BackendSpec
 from evalkit.corpus import DEFAULT_CORPUS
 from evalkit.errors import CassetteMiss, CorpusError, UsageError
 from evalkit.ontology import Ontology, aggregate_compliance, compliance, inject, load_ontology, resolve_mode
@@ -105,7 +106,8 @@ def test_strict_run_records_the_mode_and_a_compliance_figure_per_member(tmp_path
     home = out / "encyclopedia" / "copper-wolves" / "alpha"
     before = (home / "extraction.json").read_bytes()
     spec = json.loads(before)["backend"]["spec"]  # what the runner hands extract.ipynb
-    again = extract_member("encyclopedia", "copper-wolves", f"alpha={spec}", DEFAULT_CORPUS, None, home)
+    again = extract_member("encyclopedia", "copper-wolves", BackendSpec.parse(spec, label="alpha"), DEFAULT_CORPUS,
+                           None, home)
     assert again["ontology"]["mode"] == "strict" and (home / "extraction.json").read_bytes() == before
     # the injected prompt is a different request: the freeform run misses these cassettes
     with pytest.raises(CassetteMiss):

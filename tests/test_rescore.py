@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 
 import pytest
 
 import evalkit.backends
 import evalkit.backends.resolve
 from corpus_factory import cli, make_corpus
+from evalkit.backends.providers import registry
 from evalkit.rescore import rescore
 from evalkit.scoreboard import load_board
 
@@ -46,11 +48,10 @@ def no_backends(monkeypatch):
         calls.append(a)
         raise AssertionError("rescore constructed a backend")
 
-    monkeypatch.setattr(evalkit.backends, "make_backend", boom)
     monkeypatch.setattr(evalkit.backends.resolve, "open_backends", boom)
     monkeypatch.setattr(evalkit.backends.resolve, "build_backends", boom)
-    for kind in list(evalkit.backends.FACTORIES):
-        monkeypatch.setitem(evalkit.backends.FACTORIES, kind, boom)
+    for record in evalkit.backends.providers():
+        monkeypatch.setitem(registry(), record.kind, replace(record, factory=boom))
     return calls
 
 

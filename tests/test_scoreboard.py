@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from corpus_factory import make_corpus
+from corpus_factory import make_corpus, specs
+from evalkit.backends.spec import redact_stored
 from evalkit.history import append_history, history_frame, read_history, trend_frame
 from evalkit.runfolder import scan
 from evalkit.runner import RunOptions, RunResult, run
-from evalkit.scoreboard import ScoreboardError, dumps, load_board, redact_spec, update_scoreboard, write_json
+from evalkit.scoreboard import ScoreboardError, dumps, load_board, update_scoreboard, write_json
 
 WRITERS = 20
 
@@ -22,7 +23,7 @@ def run20(tmp_path_factory):
     """One notebook-free run of a 20-member corpus with the fake backend."""
     root = tmp_path_factory.mktemp("sb")
     corpus = make_corpus(root, members=WRITERS)
-    result = run(RunOptions(corpus=corpus, backends=[("fake", "fake")], out=root / "runs" / "r1", notebooks=False))
+    result = run(RunOptions(corpus=corpus, backends=specs("fake"), out=root / "runs" / "r1", notebooks=False))
     assert [o.status for o in result.outcomes] == ["scored"] * WRITERS
     return root, corpus, result
 
@@ -55,7 +56,7 @@ def test_settings_keep_only_non_default_overrides(tmp_path):
     corpus = make_corpus(tmp_path, members=1)
     task_yaml = corpus / "memos" / "task.yaml"
     task_yaml.write_text(task_yaml.read_text() + "settings: {max_tokens: 2048, temperature: 0.0}\n")
-    result = run(RunOptions(corpus=corpus, backends=[("fake", "fake")], out=tmp_path / "run", threshold=0.5,
+    result = run(RunOptions(corpus=corpus, backends=specs("fake"), out=tmp_path / "run", threshold=0.5,
                             notebooks=False))
     update_scoreboard(result, corpus / "scoreboard.json")
     entry = load_board(corpus / "scoreboard.json")["tasks"]["memos"]["m0"]["fake"]
@@ -63,9 +64,9 @@ def test_settings_keep_only_non_default_overrides(tmp_path):
 
 
 def test_secrets_never_reach_the_board():
-    assert redact_spec("openai:url=http://x,model=m,api_key=sk-123") == "openai:url=http://x,model=m,api_key=***"
-    assert redact_spec("anthropic:model=c,token=abc") == "anthropic:model=c,token=***"
-    assert redact_spec("fake") == "fake"
+    assert redact_stored("openai:url=http://x,model=m,api_key=sk-123") == "openai:url=http://x,model=m,api_key=***"
+    assert redact_stored("anthropic:model=c,token=abc") == "anthropic:model=c,token=***"
+    assert redact_stored("fake") == "fake"
 
 
 def test_corrupt_board_is_a_named_error(tmp_path):

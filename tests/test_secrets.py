@@ -20,7 +20,7 @@ from servers.fixtures import PLANTED_ANTHROPIC, PLANTED_OPENAI, _clean_env, req 
 from servers.openai_fake import OpenAIFake
 from evalkit.backends.base import Completion
 from evalkit.backends.pyfunc import PythonBackend
-from evalkit.cassette import ReplayBackend, make_record
+from evalkit.backends.cassette import ReplayBackend, make_record
 from evalkit.redact import scrub
 
 ROOT = Path(__file__).resolve().parent.parent

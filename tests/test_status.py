@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from corpus_factory import cli, make_corpus
+from corpus_factory import cli, make_corpus, specs
 from evalkit.backends import Completion
 from evalkit.history import read_history
 from evalkit.jsonio import read_json
@@ -184,7 +184,7 @@ def test_a_raising_pipeline_is_error_in_the_index_report_and_both_scoring_paths_
     assert "2 ERROR (error rate 40%)" in report and "pipeline_exception" in report
 
     # --no-notebooks (what `sweep --no-notebooks` runs) writes the same score.json
-    direct = run(RunOptions(corpus=corpus, backends=[tuple(spec.split("=", 1))], out=tmp_path / "direct",
+    direct = run(RunOptions(corpus=corpus, backends=specs(spec), out=tmp_path / "direct",
                             notebooks=False, html=False))
     assert direct.exit_code == 5
     assert {(o.member, o.status, o.cause) for o in direct.outcomes if o.status == ERROR} == \
@@ -205,7 +205,7 @@ def test_a_crashing_scorer_is_a_scoring_crash_in_both_scoring_paths(tmp_path):
         "        raise ZeroDivisionError('scorer bug')\n"
         "    return ScoreResult(score=1.0, passed=True, metrics={'score': 1.0}, items=[])\n")
     task.write_text(re.sub(r"scorer: fields\n", "scorer: scorer.py:score\n", task.read_text()))
-    results = {nb: run(RunOptions(corpus=corpus, backends=[("fake", "fake")], out=tmp_path / str(nb), notebooks=nb,
+    results = {nb: run(RunOptions(corpus=corpus, backends=specs("fake"), out=tmp_path / str(nb), notebooks=nb,
                                   html=False, report=False)) for nb in (True, False)}
     for nb, result in results.items():
         assert result.exit_code == 5
@@ -218,7 +218,7 @@ def test_a_crashing_scorer_is_a_scoring_crash_in_both_scoring_paths(tmp_path):
 def test_a_budget_stop_is_an_error_with_no_call(tmp_path):
     corpus = make_corpus(tmp_path, members=2)
     with OpenAIFake() as server:
-        result = run(RunOptions(corpus=corpus, backends=[("oai", f"openai:url={server.url}/v1,model=gpt-4o-mini")],
+        result = run(RunOptions(corpus=corpus, backends=specs(f"oai=openai:url={server.url}/v1,model=gpt-4o-mini"),
                                 out=tmp_path / "run", notebooks=False, html=False, max_usd=0.0))
         assert server.count == 0
     assert result.exit_code == 5
@@ -232,7 +232,7 @@ def test_a_missing_prediction_is_an_error_a_malformed_one_is_scored(tmp_path):
     preds.mkdir()
     (preds / "m0.json").write_text(json.dumps({"account_id": "ACC-000", "rate": 0.5}))
     (preds / "m1.json").write_text("{not json")
-    result = run(RunOptions(corpus=corpus, backends=[("p", f"predictions:dir={preds}")], out=tmp_path / "run",
+    result = run(RunOptions(corpus=corpus, backends=specs(f"p=predictions:dir={preds}"), out=tmp_path / "run",
                             notebooks=False, html=False))
     assert [(o.member, o.status, o.cause, o.passed) for o in result.outcomes] == [
         ("m0", SCORED, "", True), ("m1", SCORED, "", False), ("m2", ERROR, MISSING_PREDICTION, None)]
@@ -316,7 +316,7 @@ def test_every_reader_leaves_errors_out(tmp_path, pipeline):
     corpus = make_corpus(tmp_path, members=5)
     runs = [tmp_path / "a", tmp_path / "b"]
     for out in runs:
-        run(RunOptions(corpus=corpus, backends=[tuple(spec.split("=", 1))], out=out, notebooks=False, html=False))
+        run(RunOptions(corpus=corpus, backends=specs(spec), out=out, notebooks=False, html=False))
 
     assert [s.member for s in scan(runs[0])] == ["m0", "m2", "m4"]
     assert [s.member for s in scan(runs[0], status=ERROR)] == list(FAILING)

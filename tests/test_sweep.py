@@ -6,7 +6,7 @@ import json
 import os
 
 
-from corpus_factory import cli, make_corpus
+from corpus_factory import cli, make_corpus, specs
 from evalkit.history import read_history
 from evalkit.jsonio import read_json
 from evalkit.runfolder import SWEEP_JSON
@@ -38,7 +38,7 @@ def test_failing_member_never_stops_the_others_and_exit_lists_it(tmp_path):
 def test_rerun_skips_current_members_and_reruns_changed_ones(tmp_path):
     corpus = make_corpus(tmp_path, members=3)
     out = tmp_path / "sw"
-    opts = RunOptions(corpus=corpus, backends=[("fake", "fake")], out=out, workers=2, notebooks=False)
+    opts = RunOptions(corpus=corpus, backends=specs("fake"), out=out, workers=2, notebooks=False)
     first = sweep(opts)
     assert first.exit_code == 0 and [m.status for m in first.members] == ["ran"] * 3
     stamps = mtimes(out)
@@ -75,7 +75,7 @@ def test_predictions_edit_and_backend_change_make_members_stale(tmp_path):
     preds.mkdir()
     for i in range(2):
         (preds / f"m{i}.json").write_text(json.dumps({"account_id": f"ACC-{i:03d}", "rate": float(f"0.{i + 5}")}))
-    opts = RunOptions(corpus=corpus, backends=[("p", f"predictions:dir={preds}")], out=tmp_path / "sw",
+    opts = RunOptions(corpus=corpus, backends=specs(f"p=predictions:dir={preds}"), out=tmp_path / "sw",
                         workers=2, notebooks=False)
     assert [m.status for m in sweep(opts).members] == ["ran", "ran"]
     assert [m.status for m in sweep(opts).members] == ["current", "current"]
@@ -85,7 +85,7 @@ def test_predictions_edit_and_backend_change_make_members_stale(tmp_path):
     result = sweep(opts)
     assert all(m.status == "ran" for m in result.members)  # the recorded outputs changed: not current
     assert [o.score for o in result.outcomes] == [1.0, 0.5]
-    opts.backends = [("p", f"predictions:dir={preds}"), ("fake", "fake")]
+    opts.backends = specs(f"p=predictions:dir={preds}", "fake")
     result = sweep(opts)
     assert all(m.status == "ran" for m in result.members) and len(result.outcomes) == 4
 
@@ -107,7 +107,7 @@ def extract(document, task):
 def test_a_worker_process_dying_fails_only_its_member(tmp_path):
     corpus = make_corpus(tmp_path, members=3)
     (tmp_path / "crashy.py").write_text(CRASHY)
-    opts = RunOptions(corpus=corpus, backends=[("mine", f"python:{tmp_path / 'crashy.py'}:extract")],
+    opts = RunOptions(corpus=corpus, backends=specs(f"mine=python:{tmp_path / 'crashy.py'}:extract"),
                         out=tmp_path / "sw", workers=2, notebooks=False)
     result = sweep(opts)
     status = {m.member: m.status for m in result.members}
@@ -118,7 +118,7 @@ def test_a_worker_process_dying_fails_only_its_member(tmp_path):
 
 def test_a_cassette_miss_fails_that_member_with_exit_6(tmp_path):
     from evalkit.backends import Completion
-    from evalkit.cassette import make_record
+    from evalkit.backends.cassette import make_record
     from evalkit.corpus import load_task
     from evalkit.pipeline import render_request
     from evalkit.sources import check_integrity, read_document
@@ -145,5 +145,5 @@ def test_a_sweep_refuses_the_run_only_options_and_writes_nothing(tmp_path):
     out = tmp_path / "sw"
     for run_only in ({"judge": "fake"}, {"max_usd": 1.0}, {"record": ["fake=c.jsonl"]}):
         with pytest.raises(UsageError, match="apply to `evalkit run` only"):
-            sweep(RunOptions(corpus=corpus, backends=[("fake", "fake")], out=out, notebooks=False, **run_only))
+            sweep(RunOptions(corpus=corpus, backends=specs("fake"), out=out, notebooks=False, **run_only))
     assert not out.exists()

@@ -25,10 +25,13 @@ import os
 from typing import Any
 
 from ..errors import BackendError, UsageError
-from .base import Request
+from .base import BackendContext, Request
 from .live import Attempt, LiveBackend, import_sdk, option_float, option_int, response_text, status_error_body
+from .providers import Provider
+from .spec import BackendSpec
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
+KEY_ENV = "ANTHROPIC_API_KEY"
 TOOL_NAME = "record_extraction"
 
 
@@ -37,17 +40,17 @@ class AnthropicBackend(LiveBackend):
 
     def __init__(self, label: str, model: str = DEFAULT_MODEL, timeout_s: float = 120.0, max_retries: int = 4,
                  send_temperature: bool = True, prices=None):
-        if not os.environ.get("ANTHROPIC_API_KEY"):
-            raise BackendError("anthropic backend: ANTHROPIC_API_KEY is not set (the key is read from the environment only)")
-        super().__init__(label, f"anthropic:model={model}", model, timeout_s=timeout_s, max_retries=max_retries,
-                         prices=prices)
+        if not os.environ.get(KEY_ENV):
+            raise BackendError(f"anthropic backend: {KEY_ENV} is not set (the key is read from the environment only)")
+        spec = BackendSpec(label, "anthropic", {"model": model}).redacted().spec
+        super().__init__(label, spec, model, timeout_s=timeout_s, max_retries=max_retries, prices=prices)
         self.send_temperature = send_temperature
 
     def _make_client(self) -> Any:
         AsyncAnthropic = import_sdk("anthropic").AsyncAnthropic
         # The key is read at client creation, from the environment only; base_url is left to
         # the SDK, which honours ANTHROPIC_BASE_URL.
-        return AsyncAnthropic(api_key=os.environ.get("ANTHROPIC_API_KEY"), timeout=self.timeout_s,
+        return AsyncAnthropic(api_key=os.environ.get(KEY_ENV), timeout=self.timeout_s,
                               max_retries=self.max_retries)
 
     async def _create(self, request: Request, max_tokens: int) -> Any:
@@ -105,7 +108,8 @@ class AnthropicBackend(LiveBackend):
         return Attempt(content=text, **common)
 
 
-def make(label: str, options: dict[str, str]) -> AnthropicBackend:
+def make(spec: BackendSpec, ctx: BackendContext) -> AnthropicBackend:
+    label, options = spec.label, spec.options
     known = {"model", "timeout", "max_retries", "send_temperature"}
     unknown = set(options) - known
     if unknown:
@@ -115,3 +119,7 @@ def make(label: str, options: dict[str, str]) -> AnthropicBackend:
                             timeout_s=option_float(options, "timeout", 120.0),
                             max_retries=option_int(options, "max_retries", 4),
                             send_temperature=options.get("send_temperature", "true").lower() in ("1", "true", "yes"))
+
+
+PROVIDER = Provider("anthropic", make, usage="anthropic[:model=M]", live=True, default_model=DEFAULT_MODEL,
+                    key_env=KEY_ENV, rerecord="anthropic:model={model}")

@@ -2,13 +2,15 @@
 
 A backend turns a `Request` (rendered prompts, output schema, settings) into a
 `Completion` (the parsed record plus accounting). New providers implement
-`Backend.complete`; the harness never builds HTTP requests itself.
+`Backend.complete`; the harness never builds HTTP requests itself. A provider's
+factory makes its backend from a `BackendSpec` and the run's `BackendContext`
+(`evalkit.backends.providers`).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Callable, Literal, Protocol, runtime_checkable
 
 ParseOutcome = Literal["clean", "recovered", "malformed", "error"]
 
@@ -51,9 +53,19 @@ class Completion:
 @runtime_checkable
 class Backend(Protocol):
     label: str  # the NAME in --backend NAME=SPEC
-    spec: str  # the SPEC, without secrets
+    spec: str  # the SPEC as its artefacts record it, without secrets (`BackendSpec.redacted`)
     model: str  # model id ("fake", "predictions", "gemma-3-270m", ...)
 
     async def complete(self, request: Request) -> Completion: ...
 
     async def aclose(self) -> None: ...
+
+
+@dataclass
+class BackendContext:
+    """What a factory may need from the run (never secrets: those come from the environment)."""
+
+    expected: Callable[[str], dict[str, Any]] | None = None  # member key -> perfect record (for `fake`)
+    member_ids: dict[str, str] = field(default_factory=dict)  # member key -> member id
+    documents: Callable[[str], str] | None = None  # member key -> document text (for `python:` pipelines)
+    tasks: Callable[[str], dict[str, Any]] | None = None  # member key -> task description (for `python:`)

@@ -6,7 +6,10 @@ import copy
 import json
 from typing import Any, Callable
 
-from .base import Completion, Request
+from ..errors import UsageError
+from .base import BackendContext, Completion, Request
+from .providers import Provider
+from .spec import BackendSpec
 
 
 class FakeBackend:
@@ -22,3 +25,12 @@ class FakeBackend:
 
     async def aclose(self) -> None:
         return None
+
+
+def make(spec: BackendSpec, ctx: BackendContext) -> FakeBackend:
+    if ctx.expected is None:
+        raise UsageError("the fake backend needs the corpus truth")
+    return FakeBackend(spec.label, ctx.expected)
+
+
+PROVIDER = Provider("fake", make, usage="fake")

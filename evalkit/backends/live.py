@@ -25,13 +25,12 @@ import sys
 import time
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Callable
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any, Callable, Mapping
 
-from ..failures import Failure
 from ..pricing import PriceTable, default_table, request_chars
 from ..redact import scrub_answer
 from .base import Completion, Request
+from .failures import Failure
 from .parse import parse_record
 
 DEFAULT_TIMEOUT_S = 120.0
@@ -60,19 +59,7 @@ class Attempt:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def redact_url(url: str) -> str:
-    """Drop userinfo, query and fragment: nothing credential-shaped survives into a spec."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparseable url>"
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
-def option_float(options: dict[str, str], key: str, default: float) -> float:
+def option_float(options: Mapping[str, str], key: str, default: float) -> float:
     from ..errors import UsageError
 
     try:
@@ -81,7 +68,7 @@ def option_float(options: dict[str, str], key: str, default: float) -> float:
         raise UsageError(f"backend option {key}={options[key]!r}: expected a number") from None
 
 
-def option_int(options: dict[str, str], key: str, default: int) -> int:
+def option_int(options: Mapping[str, str], key: str, default: int) -> int:
     from ..errors import UsageError
 
     try:

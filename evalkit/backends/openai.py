@@ -31,36 +31,41 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from typing import Any
+from typing import Any, Mapping
 
 from ..errors import BackendError, UsageError
-from .base import Request
-from .live import Attempt, LiveBackend, import_sdk, option_float, option_int, redact_url, status_error_body
+from .base import BackendContext, Request
+from .live import Attempt, LiveBackend, import_sdk, option_float, option_int, status_error_body
+from .providers import Provider
+from .spec import BackendSpec
 
 SCHEMA_MODES = ("json_schema", "json_object", "none")
+DEFAULT_MODEL = "default"
+KEY_ENV = "OPENAI_API_KEY"
 DUMMY_KEY = "sk-no-key-required"
 
 
 class OpenAIBackend(LiveBackend):
     provider = "openai"
 
-    def __init__(self, label: str, url: str | None = None, model: str = "default", schema_mode: str = "json_schema",
+    def __init__(self, label: str, url: str | None = None, model: str = DEFAULT_MODEL, schema_mode: str = "json_schema",
                  timeout_s: float = 120.0, max_retries: int = 4, strict: bool = False, merge_system: bool = False,
                  prices=None):
         if schema_mode not in SCHEMA_MODES:
             raise UsageError(f"openai backend: schema_mode={schema_mode!r} (choose {', '.join(SCHEMA_MODES)})")
-        key = os.environ.get("OPENAI_API_KEY")
+        key = os.environ.get(KEY_ENV)
         if not key and not url:
-            raise BackendError("openai backend: OPENAI_API_KEY is not set (give url=... for a local server)")
+            raise BackendError(f"openai backend: {KEY_ENV} is not set (give url=... for a local server)")
         self._key = key or DUMMY_KEY
         self.url = url
-        opts = ([f"url={redact_url(url)}"] if url else []) + [f"model={model}"]
+        # What its artefacts record: the options that change the answers (not timeout, retries, strict).
+        opts = ({"url": url} if url else {}) | {"model": model}
         if schema_mode != "json_schema":
-            opts.append(f"schema_mode={schema_mode}")
+            opts["schema_mode"] = schema_mode
         if merge_system:
-            opts.append("merge_system=true")
-        super().__init__(label, "openai:" + ",".join(opts), model, timeout_s=timeout_s, max_retries=max_retries,
-                         prices=prices)
+            opts["merge_system"] = "true"
+        spec = BackendSpec(label, "openai", opts).redacted().spec
+        super().__init__(label, spec, model, timeout_s=timeout_s, max_retries=max_retries, prices=prices)
         self.schema_mode = schema_mode
         self.strict = strict
         self.merge_system = merge_system
@@ -219,20 +224,25 @@ def _retry_delay(headers: Any) -> float:
     return 0.5
 
 
-def make(label: str, options: dict[str, str]) -> OpenAIBackend:
+def make(spec: BackendSpec, ctx: BackendContext) -> OpenAIBackend:
+    label, options = spec.label, spec.options
     known = {"url", "model", "schema_mode", "timeout", "max_retries", "strict", "merge_system"}
     unknown = set(options) - known
     if unknown:
         raise UsageError(f"openai backend: unknown option(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(known))})")
     return OpenAIBackend(
-        label, url=options.get("url") or None, model=options.get("model") or "default",
+        label, url=options.get("url") or None, model=options.get("model") or DEFAULT_MODEL,
         schema_mode=options.get("schema_mode", "json_schema"), timeout_s=option_float(options, "timeout", 120.0),
         max_retries=option_int(options, "max_retries", 4),
         strict=_flag(options, "strict"), merge_system=_flag(options, "merge_system"))
 
 
-def _flag(options: dict[str, str], key: str) -> bool:
+def _flag(options: Mapping[str, str], key: str) -> bool:
     value = options.get(key, "false").lower()
     if value not in ("1", "true", "yes", "0", "false", "no"):
         raise UsageError(f"openai backend: {key}={options[key]!r}: expected true or false")
     return value in ("1", "true", "yes")
+
+
+PROVIDER = Provider("openai", make, usage="openai:url=U[,model=M]", live=True, default_model=DEFAULT_MODEL,
+                    key_env=KEY_ENV, key_unless="url", rerecord="openai:url=<URL>,model={model}")

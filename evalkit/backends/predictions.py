@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .base import Completion, Request
+from ..errors import UsageError
+from .base import BackendContext, Completion, Request
+from .providers import Provider
+from .spec import BackendSpec
 
 
 class PredictionsBackend:
     model = provider = "predictions"
 
     def __init__(self, label: str, directory: str, member_ids: dict[str, str]):
-        self.label, self.spec = label, f"predictions:dir={directory}"
+        self.label, self.spec = label, BackendSpec(label, "predictions", {"dir": directory}).redacted().spec
         self.dir = Path(directory)
         self._ids = member_ids
 
@@ -35,3 +38,12 @@ class PredictionsBackend:
 
     async def aclose(self) -> None:
         return None
+
+
+def make(spec: BackendSpec, ctx: BackendContext) -> PredictionsBackend:
+    if "dir" not in spec.options:
+        raise UsageError("predictions backend: give dir=PATH")
+    return PredictionsBackend(spec.label, spec.options["dir"], ctx.member_ids)
+
+
+PROVIDER = Provider("predictions", make, usage="predictions:dir=PATH")

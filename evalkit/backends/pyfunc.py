@@ -34,8 +34,10 @@ from typing import Any, Callable
 
 from ..errors import UsageError
 from ..redact import scrub_answer
-from .base import Completion, Request
+from .base import BackendContext, Completion, Request
 from .parse import parse_record
+from .providers import Provider
+from .spec import BackendSpec
 
 
 def load_function(target: str) -> Callable[..., Any]:
@@ -98,7 +100,8 @@ class PythonBackend:
 
     def __init__(self, label: str, target: str, documents: Callable[[str], str] | None = None,
                  tasks: Callable[[str], dict[str, Any]] | None = None):
-        self.label, self.spec, self.model = label, f"python:{target}", f"python:{target}"
+        self.label = label
+        self.spec = self.model = BackendSpec(label, "python", {"target": target}).spec  # a pipeline's model is its spec
         self.target = target
         self._fn = load_function(target)
         self._documents = documents
@@ -152,6 +155,9 @@ class PythonBackend:
         return None
 
 
-def make(label: str, options: dict[str, str], ctx: Any) -> PythonBackend:
-    return PythonBackend(label, options.get("target", ""), documents=getattr(ctx, "documents", None),
-                         tasks=getattr(ctx, "tasks", None))
+def make(spec: BackendSpec, ctx: BackendContext) -> PythonBackend:
+    return PythonBackend(spec.label, spec.options.get("target", ""), documents=ctx.documents, tasks=ctx.tasks)
+
+
+# A pipeline makes its own calls (if any): evalkit can record and replay them, not price them.
+PROVIDER = Provider("python", make, usage="python:MODULE:FUNCTION", live=True, metered=False, rerecord="{model}")

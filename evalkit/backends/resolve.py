@@ -2,7 +2,7 @@
 
 Three steps, the same for a real run and ``--dry-run``:
 
-1. `resolve_backends(backend_args, record_args)` — pure: parses the specs,
+1. `resolve_backends(specs, record_args)` — pure: finds each spec's `Provider`,
    applies ``--record NAME=PATH`` and ``EVALKIT_RECORD_LLM`` /
    ``EVALKIT_REPLAY_LLM``, loads the cassettes involved and collects every
    guard that would abort a run (corrupt or missing cassette, two backends on
@@ -31,9 +31,11 @@ from typing import Any, Iterable, Mapping, Sequence
 from ..errors import BackendError, CassetteCorrupt, CassetteError, CassetteMiss, EvalkitError, UsageError
 from ..pricing import PRICES_ENV, PriceTable, default_table, estimate_tokens, request_chars
 from ..sources import sha256_file
-from .base import Backend, Request
-
-LIVE_KINDS = ("anthropic", "openai", "python")  # kinds that call something, and can be recorded
+from .base import Backend, BackendContext, Request
+from .cassette import (CASSETTE, RECORD_ENV, REPLAY_ENV, Cassette, RecordingBackend, ReplayBackend, cassette_key,
+                       env_cassette, miss_message)
+from .providers import Provider, provider, providers
+from .spec import BackendSpec
 
 
 @dataclass
@@ -52,18 +54,27 @@ class Guard:
 
 @dataclass
 class Resolved:
-    label: str
-    spec: str  # as given on the command line
-    kind: str
-    options: dict[str, str]
+    spec: BackendSpec  # as given on the command line
+    provider: Provider  # of its kind
     mode: str  # "live" | "record" | "replay" | "offline"
     model: str | None  # the model id in cassette keys (None: offline kinds, or a multi-model cassette)
-    provider: str
     cassette: Path | None = None
-    cassette_obj: Any = None  # evalkit.cassette.Cassette, when loaded
+    cassette_obj: Any = None  # evalkit.backends.cassette.Cassette, when loaded
     via_env: str | None = None  # the env var that chose record/replay
     guards: list[Guard] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return self.spec.label
+
+    @property
+    def kind(self) -> str:
+        return self.spec.kind
+
+    @property
+    def options(self) -> Mapping[str, str]:
+        return self.spec.options
 
 
 def _split_pairs(args: Iterable[str], flag: str) -> list[tuple[str, str]]:
@@ -76,21 +87,7 @@ def _split_pairs(args: Iterable[str], flag: str) -> list[tuple[str, str]]:
     return out
 
 
-def live_model(kind: str, options: Mapping[str, str]) -> str:
-    if kind == "anthropic":
-        from .anthropic import DEFAULT_MODEL
-
-        return options.get("model") or DEFAULT_MODEL
-    if kind == "openai":
-        return options.get("model") or "default"
-    if kind == "python":
-        return f"python:{options.get('target', '')}"
-    return kind
-
-
 def _load(path: Path, r: Resolved, missing_ok: bool) -> None:
-    from ..cassette import Cassette
-
     try:
         r.cassette_obj = Cassette.load(path, missing_ok=missing_ok)
     except CassetteCorrupt as e:
@@ -103,13 +100,9 @@ def _load(path: Path, r: Resolved, missing_ok: bool) -> None:
 
 
 def _key_guard(r: Resolved, env: Mapping[str, str]) -> None:
-    if r.mode not in ("live", "record"):
-        return
-    if r.kind == "anthropic" and not env.get("ANTHROPIC_API_KEY"):
-        r.guards.append(Guard("missing_api_key", r.label, f"backend {r.label}: ANTHROPIC_API_KEY is not set"))
-    if r.kind == "openai" and not r.options.get("url") and not env.get("OPENAI_API_KEY"):
-        r.guards.append(Guard("missing_api_key", r.label,
-                              f"backend {r.label}: OPENAI_API_KEY is not set (give url=... for a local server)"))
+    missing = r.provider.missing_key(r.spec, env) if r.mode in ("live", "record") else None
+    if missing:
+        r.guards.append(Guard("missing_api_key", r.label, missing))
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -129,12 +122,13 @@ def _content_sha(path: Path) -> str | None:
         return None
 
 
-def resolve_backends(backend_args: Sequence[str], record_args: Sequence[str] = (),
-                     env: Mapping[str, str] | None = None) -> list[Resolved]:
-    """Parse and resolve every backend; collect guards. Raises UsageError for an invalid invocation."""
-    from ..cassette import RECORD_ENV, REPLAY_ENV, env_cassette
-    from . import FACTORIES, parse_backend_arg, parse_spec
+def _live_kinds() -> str:
+    return ", ".join(p.kind for p in providers() if p.live)
 
+
+def resolve_backends(specs: Sequence[BackendSpec], record_args: Sequence[str] = (),
+                     env: Mapping[str, str] | None = None) -> list[Resolved]:
+    """Resolve every backend; collect guards. Raises UsageError for an invalid invocation."""
     env = os.environ if env is None else env
     env_mode = env_cassette(env)
     records = dict(_split_pairs(record_args, "--record"))
@@ -142,22 +136,22 @@ def resolve_backends(backend_args: Sequence[str], record_args: Sequence[str] = (
         raise UsageError(f"--record and {REPLAY_ENV} contradict each other: record or replay, not both")
     out: list[Resolved] = []
     seen: set[str] = set()
-    for arg in backend_args:
-        label, spec = parse_backend_arg(arg)
+    for spec in specs:
+        label, kind, options = spec.label, spec.kind, spec.options
         if label in seen:
-            raise UsageError(f"--backend {arg}: the name {label!r} is used twice (give each backend its own NAME=)")
+            raise UsageError(f"--backend {spec}: the name {label!r} is used twice (give each backend its own NAME=)")
         seen.add(label)
-        kind, options = parse_spec(spec)
-        if kind not in FACTORIES:
-            raise UsageError(f"backend {label}={spec}: unknown kind {kind!r} (known: {', '.join(sorted(FACTORIES))})")
-        if kind == "cassette":
+        try:
+            prov = provider(kind)
+        except UsageError as e:
+            raise UsageError(f"backend {spec}: {e}") from None
+        if kind == CASSETTE:
             if label in records:
                 raise UsageError(f"--record {label}=...: backend {label} replays a cassette; record a live backend "
-                                 f"(anthropic, openai, python) instead")
+                                 f"({_live_kinds()}) instead")
             if not options.get("path"):
-                raise UsageError(f"backend {label}={spec}: give path=PATH")
-            r = Resolved(label, spec, kind, options, "replay", options.get("model") or None, "cassette",
-                         cassette=Path(options["path"]))
+                raise UsageError(f"backend {spec}: give path=PATH")
+            r = Resolved(spec, prov, "replay", options.get("model") or None, cassette=Path(options["path"]))
             _load(r.cassette, r, missing_ok=False)
             if r.model is None and r.cassette_obj is not None:
                 models = r.cassette_obj.models()
@@ -165,9 +159,8 @@ def resolve_backends(backend_args: Sequence[str], record_args: Sequence[str] = (
                 if len(models) > 1:
                     r.notes.append(f"cassette holds {len(models)} models ({', '.join(models)}); "
                                    f"any of them may answer — give model=M to pin one")
-        elif kind in LIVE_KINDS:
-            model = live_model(kind, options)
-            r = Resolved(label, spec, kind, options, "live", model, kind)
+        elif prov.live:
+            r = Resolved(spec, prov, "live", prov.model(spec))
             if label in records:
                 r.mode, r.cassette = "record", Path(records.pop(label))
             elif env_mode and env_mode[0] == "record":
@@ -180,10 +173,10 @@ def resolve_backends(backend_args: Sequence[str], record_args: Sequence[str] = (
                 _load(r.cassette, r, missing_ok=False)
             _key_guard(r, env)
         else:
-            r = Resolved(label, spec, kind, options, "offline", None, kind)
+            r = Resolved(spec, prov, "offline", None)
             if label in records:
                 raise UsageError(f"--record {label}=...: backend {label} ({kind}) makes no model calls; "
-                                 f"only {', '.join(LIVE_KINDS)} backends can be recorded")
+                                 f"only {_live_kinds()} backends can be recorded")
         out.append(r)
     if records:
         raise UsageError(f"--record {', '.join(records)}: no --backend with that name")
@@ -299,16 +292,16 @@ class Plan:
 def _max_retries(r: Resolved) -> int:
     from .live import DEFAULT_MAX_RETRIES, option_int
 
-    return option_int(r.options, "max_retries", DEFAULT_MAX_RETRIES) if r.kind in ("anthropic", "openai") else 0
+    return option_int(r.options, "max_retries", DEFAULT_MAX_RETRIES) if r.provider.live and r.provider.metered else 0
 
 
 def _priced(r: Resolved, table: PriceTable) -> bool:
     """Whether a run can bound what `r` spends: a python pipeline's own calls are out of evalkit's sight."""
-    return r.mode not in ("live", "record") or (r.kind != "python" and table.priced(r.model or ""))
+    return r.mode not in ("live", "record") or (r.provider.metered and table.priced(r.model or ""))
 
 
 def _unpriced_why(kind: str, model: str | None) -> str:
-    if kind == "python":
+    if not provider(kind).metered:
         return f"{model} is a python pipeline: evalkit cannot see or price the calls it makes"
     return f"model {model} is not in the price table"
 
@@ -317,7 +310,7 @@ def price_guard(r: Resolved, table: PriceTable) -> Guard | None:
     """Budgets fail closed: a backend whose spend cannot be bounded stops a --max-usd run or a dry run."""
     if _priced(r, table):
         return None
-    fix = ("pass --allow-unpriced to run it without a cost bound" if r.kind == "python" else
+    fix = ("pass --allow-unpriced to run it without a cost bound" if not r.provider.metered else
            f"price it in a YAML or JSON file given with --prices FILE or ${PRICES_ENV} "
            f"('{r.model}: {{input: X, output: Y}}', USD per million tokens), or pass --allow-unpriced to run it "
            f"without a cost bound")
@@ -333,7 +326,6 @@ def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: Pric
 
     `require_prices` (a dry run, or --max-usd, without --allow-unpriced): every backend that would call
     something, and a live judge, must have a price (`price_guard`)."""
-    from ..cassette import cassette_key, miss_message
     from .live import call_budgets
 
     table = prices or default_table()
@@ -362,7 +354,7 @@ def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: Pric
                 chars = request_chars(req)
                 tok_in += estimate_tokens(chars)
                 tok_out += req.max_tokens
-                if r.kind != "python":
+                if r.provider.metered:
                     usd += table.bound(r.model or "", chars, call_budgets(req.max_tokens), sends=1 + retries)
                     pass_usd += table.bound(r.model or "", chars, [req.max_tokens])
         if require_prices and calls and (unpriced := price_guard(r, table)):
@@ -377,7 +369,7 @@ def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: Pric
                                 f"backend {r.label}: {len(misses)} request(s) not in {r.cassette} ({members})\n"
                                 + miss_message(cas, r.label, first_req, first_key, models[0] if models else None)))
         plans.append(BackendPlan(
-            label=r.label, spec=_public_spec(r), kind=r.kind, mode=r.mode, model=r.model,
+            label=r.label, spec=r.spec.redacted().spec, kind=r.kind, mode=r.mode, model=r.model,
             cassette=str(r.cassette) if r.cassette else None,
             cassette_records=len(cas) if cas is not None else (0 if r.cassette else None),
             requests=len(requests), replay_hits=hits, calls=calls, est_input_tokens=tok_in, est_output_tokens=tok_out,
@@ -389,40 +381,17 @@ def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: Pric
     return Plan(plans, guards, price_source=table.source)
 
 
-def _public_spec(r: Resolved) -> str:
-    from .live import redact_url
-
-    if r.kind == "openai" and r.options.get("url"):
-        opts = {**r.options, "url": redact_url(r.options["url"])}
-        return "openai:" + ",".join(f"{k}={v}" for k, v in opts.items())
-    return r.spec
-
-
 # -- opening ---------------------------------------------------------------------------------------------
-def _construct_live(r: Resolved, ctx: Any, prices: PriceTable | None) -> Any:
-    if r.kind == "anthropic":
-        from .anthropic import make
-
-        b = make(r.label, r.options)
-    elif r.kind == "openai":
-        from .openai import make
-
-        b = make(r.label, r.options)
-    else:
-        from .pyfunc import make
-
-        b = make(r.label, r.options, ctx)
-    if prices is not None and hasattr(b, "prices"):
+def _construct(r: Resolved, ctx: BackendContext, prices: PriceTable | None) -> Backend:
+    b = r.provider.factory(r.spec, ctx)
+    if prices is not None and r.provider.live and hasattr(b, "prices"):
         b.prices = prices
     return b
 
 
-def open_backends(resolved: Sequence[Resolved], ctx: Any = None, prices: PriceTable | None = None,
+def open_backends(resolved: Sequence[Resolved], ctx: BackendContext | None = None, prices: PriceTable | None = None,
                   check: bool = True) -> list[Backend]:
     """Construct every backend (after `check_guards`, unless check=False). Recording creates its files here."""
-    from ..cassette import RecordingBackend, ReplayBackend
-    from . import BackendContext, make_backend
-
     if check:
         check_guards(resolved)
     ctx = ctx if ctx is not None else BackendContext()
@@ -431,16 +400,14 @@ def open_backends(resolved: Sequence[Resolved], ctx: Any = None, prices: PriceTa
         if r.mode == "replay":
             out.append(ReplayBackend(r.label, r.cassette, model=r.model, cassette=r.cassette_obj))
         elif r.mode == "record":
-            out.append(RecordingBackend(_construct_live(r, ctx, prices), r.cassette, provider=r.provider,
+            out.append(RecordingBackend(_construct(r, ctx, prices), r.cassette, provider=r.kind,
                                         cassette=r.cassette_obj))
-        elif r.mode == "live":
-            out.append(_construct_live(r, ctx, prices))
         else:
-            out.append(make_backend(r.label, r.spec, ctx))
+            out.append(_construct(r, ctx, prices))
     return out
 
 
-def build_backends(backend_args: Sequence[str], record_args: Sequence[str] = (), ctx: Any = None,
+def build_backends(specs: Sequence[BackendSpec], record_args: Sequence[str] = (), ctx: BackendContext | None = None,
                    env: Mapping[str, str] | None = None, prices: PriceTable | None = None) -> list[Backend]:
     """resolve → guards → construct: what a real run calls before its first extraction."""
-    return open_backends(resolve_backends(backend_args, record_args, env), ctx, prices)
+    return open_backends(resolve_backends(specs, record_args, env), ctx, prices)

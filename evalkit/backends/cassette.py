@@ -28,7 +28,7 @@ Recording (`RecordingBackend`) appends one line per successful call and
 flushes + fsyncs it, so a SIGKILL loses at most the call in flight. It never
 truncates recorded data; when the cassette already holds a request it replays
 that instead of calling (resume). A provider error never produces a record;
-every failed provider call goes to the failure sidecar (`evalkit.failures`).
+every failed provider call goes to the failure sidecar (`evalkit.backends.failures`).
 
 Replay (`ReplayBackend`) never calls anything: a request with no record
 raises `CassetteMiss` naming the member, the key, the nearest recorded request
@@ -79,13 +79,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO, Iterable, Iterator, Mapping
 
-from .backends.base import Completion, Request
-from .backends.parse import parse_record
-from .errors import CassetteCorrupt, CassetteError, CassetteMiss, UsageError
+from ..errors import CassetteCorrupt, CassetteError, CassetteMiss, UsageError
+from ..jsonio import canonical_sha, write_text
+from ..redact import scrub_answer
+from .base import Completion, Request
 from .failures import Failure, FailureLog
-from .jsonio import canonical_sha, write_text
-from .redact import scrub_answer
+from .parse import parse_record
+from .providers import Provider, provider as provider_of
+from .spec import BackendSpec
 
+CASSETTE = "cassette"  # the kind that replays a cassette
 RECORD_ENV = "EVALKIT_RECORD_LLM"
 REPLAY_ENV = "EVALKIT_REPLAY_LLM"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -537,15 +540,12 @@ def _clip(text: str, n: int = 160) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def rerecord_command(label: str, provider: str, model: str | None, path: Path) -> str:
-    if provider == "openai":
-        spec = f"openai:url=<URL>,model={model}"
-    elif provider == "anthropic":
-        spec = f"anthropic:model={model}"
-    elif provider == "python" and model:
-        spec = model
-    else:
-        spec = "<live spec>"
+def rerecord_command(label: str, kind: str, model: str | None, path: Path) -> str:
+    try:
+        template = provider_of(kind).rerecord
+    except UsageError:  # a kind nothing provides here ("?": the cassette holds no record to tell)
+        template = None
+    spec = template.format(model=model) if template and model else "<live spec>"
     return f"evalkit run ... --backend {label}={spec} --record {label}={path}"
 
 
@@ -557,12 +557,12 @@ def miss_message(cassette: Cassette, label: str, request: Request, key: str, mod
     if recorded:
         lines.append(f"  this exact request was recorded {recorded} time(s) and this run asks for it more often")
     near = cassette.nearest(request, model)
-    provider = "?"
+    kind = "?"
     if near is None:
         lines.append("  the cassette holds no records to compare with")
     else:
         rec, ratio = near
-        provider = rec.get("provider", "?")
+        kind = rec.get("provider", "?")
         req = rec.get("request") or {}
         lines.append(f"  nearest recorded request: member {rec.get('member', '?')} ({rec.get('call_type')}, model "
                      f"{rec.get('model')}, recorded {rec.get('timestamp', '?')}), user prompt {ratio:.1%} similar")
@@ -586,7 +586,7 @@ def miss_message(cassette: Cassette, label: str, request: Request, key: str, mod
             lines.append(f"    also differs: {', '.join(others)}")
     lines.append("  the prompt, schema, model or settings changed since recording (replay never calls a provider). "
                  "Re-record with:")
-    lines.append(f"    {rerecord_command(label, provider, model, cassette.path)}")
+    lines.append(f"    {rerecord_command(label, kind, model, cassette.path)}")
     return "\n".join(lines)
 
 
@@ -594,7 +594,7 @@ def miss_message(cassette: Cassette, label: str, request: Request, key: str, mod
 class ReplayBackend:
     """``cassette:path=P[,model=M]``: serves recorded responses, never calls anything."""
 
-    provider = "cassette"
+    provider = CASSETTE
 
     def __init__(self, label: str, path: str | Path, model: str | None = None, cassette: Cassette | None = None):
         self.label = label
@@ -606,7 +606,8 @@ class ReplayBackend:
         else:
             self._models = models
         self.model = model or (models[0] if len(models) == 1 else "cassette")
-        self.spec = f"cassette:path={path}" + (f",model={model}" if model else "")
+        options = {"path": str(path), **({"model": model} if model else {})}
+        self.spec = BackendSpec(label, CASSETTE, options).redacted().spec
 
     def estimate_usd(self, request: Request) -> float:
         return 0.0
@@ -712,3 +713,7 @@ def concat(paths: Iterable[str | Path], out: str | Path) -> None:
                     src.seek(-1, os.SEEK_END)
                     if src.read(1) != b"\n":
                         f.write(b"\n")
+
+
+# Its backend is opened by `resolve` (a replay: the cassette is loaded and checked before any backend exists).
+PROVIDER = Provider(CASSETTE, None, usage="cassette:path=P[,model=M]")
