@@ -7,7 +7,7 @@ import ast
 import json
 from pathlib import Path
 
-from corpus_factory import make_corpus
+from corpus_factory import make_corpus, specs
 from evalkit import runfolder
 from evalkit.runner import RunOptions, run
 from evalkit.status import ERROR, NOTEBOOK_FAILED, SCORED
@@ -48,7 +48,7 @@ def test_every_reader_finds_the_same_member_backend_results(tmp_path):
 
     corpus = make_corpus(tmp_path, members=3)
     out = tmp_path / "run"
-    run(RunOptions(corpus=corpus, backends=[("a", "fake"), ("org/b", "fake")], out=out, notebooks=False))
+    run(RunOptions(corpus=corpus, backends=specs("a=fake", "org/b=fake"), out=out, notebooks=False))
     lost = runfolder.member_dir(out, "memos", "m1", "org/b")
     (lost / runfolder.SCORE).unlink()  # as when its notebook died before the runner could say so
 

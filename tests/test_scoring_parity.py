@@ -14,6 +14,7 @@ from pathlib import Path
 from evalkit.cli import DEFAULT_CASSETTE
 from evalkit.corpus import DEFAULT_CORPUS, load_tasks
 from evalkit.runfolder import SCORE
+from corpus_factory import specs
 from evalkit.runner import RunOptions, run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,7 +35,7 @@ def test_notebooks_and_no_notebooks_write_the_same_score_json_on_every_bundled_t
         members = t.members()
         for pointer in (False, True) if sources else (False,):
             chosen += [m.key for m in members if m.manifest.source.is_pointer == pointer][:1]
-    common = dict(corpus=DEFAULT_CORPUS, backends=[("gemma-3-270m", f"cassette:path={DEFAULT_CASSETTE}")],
+    common = dict(corpus=DEFAULT_CORPUS, backends=specs(f"gemma-3-270m=cassette:path={DEFAULT_CASSETTE}"),
                   sources=sources, only=chosen, threshold=0.25, html=False, report=False)
     in_notebooks = run(RunOptions(**common, out=tmp_path / "notebooks"))
     in_process = run(RunOptions(**common, out=tmp_path / "in-process", notebooks=False))
