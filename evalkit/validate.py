@@ -45,6 +45,7 @@ def validate_corpus(corpus: Path, sources: Path | None = None) -> list[str]:
             except CorpusError as e:
                 problems.append(str(e))
                 continue
+            problems.extend(provenance_problems(member))
             try:
                 check_integrity(member, sources)
                 problems.extend(truth_violations(member, sources))
@@ -79,3 +80,14 @@ def truth_violations(member: Member, sources: Path | None) -> list[str]:
         where = f"{path}:{line}" if line else str(path)
         out.append(f"{where}: {v['path']}: {v['message']} (the task's output schema; fix the truth or the schema)")
     return out
+
+
+def provenance_problems(member: Member) -> list[str]:
+    """Each leg of the member's truth_provenance that states nothing usable, at its manifest line."""
+    found = member.manifest.truth_provenance.problems()
+    if not found:
+        return []
+    path = member.dir / "manifest.yaml"
+    _, loc = load_yaml(path)
+    return [f"{loc.where(('truth_provenance', leg))}: truth_provenance.{leg} {why} (docs/authoring.md)"
+            for leg, why in found]
