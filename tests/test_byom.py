@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from corpus_factory import TASK, add_member, cli, write_yaml
-from evalkit.board_cli import report_byom
+from evalkit.publish import write_byom_report as report_byom
 from evalkit.publish import render_byom_html
 from evalkit.scoreboard import load_board
 from evalkit.sources import SIDECAR
