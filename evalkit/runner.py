@@ -280,6 +280,10 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
     if opts.judge and judge_mode != "reference" and len(labels) < 2:
         raise UsageError(f"--judge-mode {judge_mode}: pairwise judging needs at least two --backend")
     check_reference(opts.reference, labels, opts.board)
+    truthless = sorted(t.id for t in tasks if not t.spec.truth)
+    if truthless and opts.reference is None:
+        raise UsageError(f"task(s) {', '.join(truthless)} have no truth (truth: false): score them against another "
+                         "backend with --reference LABEL")
     # Resolving reads cassettes and the environment only: no call, no file written.
     resolved = resolve_backends(opts.backends, opts.record)
     run_dir = Path(opts.out or Path("runs") / default_run_id(labels))

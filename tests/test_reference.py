@@ -104,3 +104,38 @@ def test_cli_reference_must_be_one_of_the_backends_and_the_notebooks_score_again
     home = member_dir(tmp_path / "nb", "encyclopedia", TWO[0], "again")
     assert read_score(home)["reference"] == "base" and (home / "score.ipynb").exists()
     assert not (member_dir(tmp_path / "nb", "encyclopedia", TWO[0], "base") / "score.ipynb").exists()
+
+
+def test_a_corpus_without_truth_validates_and_is_scored_only_against_a_reference(tmp_path):
+    import yaml
+
+    from corpus_factory import TASK, cli, make_corpus
+
+    corpus = make_corpus(tmp_path, members=2)
+    task = tmp_path / "corpus" / "memos"
+    (task / "task.yaml").write_text(yaml.safe_dump(TASK | {"truth": False}, sort_keys=False))
+    for m in ("m0", "m1"):
+        (task / m / "truth.yaml").unlink()
+        manifest = yaml.safe_load((task / m / "manifest.yaml").read_text())
+        del manifest["truth_provenance"]  # no truth: nobody wrote one
+        (task / m / "manifest.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    preds = {}
+    for label, rate in (("a", 0.5), ("b", 0.9)):
+        d = preds[label] = tmp_path / label
+        d.mkdir()
+        for i in range(2):
+            (d / f"m{i}.json").write_text(json.dumps({"account_id": f"ACC-{i:03d}", "rate": rate if i else 0.5}))
+    assert cli("validate", "--corpus", corpus).exit_code == 0
+    backends = [a for k, d in preds.items() for a in ("--backend", f"{k}=predictions:dir={d}")]
+    refused = cli("run", "--corpus", corpus, "--out", tmp_path / "r0", *backends)
+    assert refused.exit_code == 2 and "have no truth (truth: false)" in refused.output and "--reference" in refused.output
+    res = cli("run", "--corpus", corpus, "--out", tmp_path / "r1", "--no-html", *backends, "--reference", "a")
+    assert "similarity to a's extractions" in res.output, res.output
+    m0 = read_score(member_dir(tmp_path / "r1", "memos", "m0", "b"))
+    m1 = read_score(member_dir(tmp_path / "r1", "memos", "m1", "b"))
+    assert m0["score"] == 1.0 and m0["reference"] == "a"  # both said 0.5
+    assert m1["score"] < 1.0 and any(r["field"] == "rate" and r["outcome"] == "mismatch" for r in m1["items"])
+    # A task with truth still needs its provenance.
+    (task / "task.yaml").write_text(yaml.safe_dump(TASK, sort_keys=False))
+    bad = cli("validate", "--corpus", corpus)
+    assert bad.exit_code == 3 and "truth_provenance: required" in bad.output
