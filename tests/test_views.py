@@ -392,3 +392,26 @@ def test_trend_needs_two_earlier_runs_and_adds_this_one(tmp_path, monkeypatch, c
     append_history(runs / "r3")  # in the history now: counted once, not twice
     frame, _, earlier = report.run_trend(runs / "r3", "enc")
     assert earlier == 2 and list(frame["run_id"]) == ["r1", "r2", "r3"]
+
+
+def test_trend_joins_only_runs_over_the_same_members_on_a_24_hour_axis(tmp_path):
+    import pandas as pd
+
+    from evalkit.history import run_means, trend_chart
+
+    def line(run, member, value, time):
+        return {"task": "enc", "backend": "fake", "run_id": run, "member": member, "value": value, "time": time}
+
+    lines = pd.DataFrame([line("r1", "a", 0.2, "2026-11-01T13:05:00+00:00"), line("r1", "b", 0.4, "2026-11-01T13:05:00+00:00"),
+                          line("r2", "a", 0.6, "2026-11-02T14:00:00+00:00"),  # a subset: not the same quantity
+                          line("r3", "a", 0.3, "2026-11-03T15:00:00+00:00"), line("r3", "b", 0.5, "2026-11-03T15:00:00+00:00")])
+    frame = run_means(lines)
+    assert dict(zip(frame["run_id"], frame["series"])) == {"r1": "fake · N=2", "r2": "fake · N=1", "r3": "fake · N=2"}
+    assert list(frame["value"]) == pytest.approx([0.3, 0.6, 0.4])
+    same = run_means(lines[lines["run_id"] != "r2"])
+    assert set(same["series"]) == {"fake"}  # one member set: the backend's own label
+    svg = views.chart_bundle(trend_chart(frame, "relations_f1"))[0]["image/svg+xml"]
+    labels = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+    assert "2026-11-02 00:00" in labels  # 24-hour ISO labels in UTC
+    assert not [t for t in labels if t.endswith((" PM", " AM"))]
+    assert "fake · N=1" in svg and "fake · N=2" in svg
