@@ -325,7 +325,9 @@ def score_cmd(predictions, corpus, sources, tasks, only, out, threshold, workers
 @click.option("--byom", is_flag=True, help="Render the published BYOM scoreboard instead of a run.")
 @click.option("--board", type=click.Path(path_type=Path), default=None, help="BYOM board file.")
 @click.option("--out", type=click.Path(path_type=Path), default=None, help="HTML file for --byom.")
-def report_cmd(run_dir, byom, board, out):
+@click.option("--bundle", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Also write the whole run as this one self-contained HTML file (to attach to an email).")
+def report_cmd(run_dir, byom, board, out, bundle):
     """Re-render the HTML of an existing run folder (or, with --byom, the BYOM board)."""
     if byom:
         from .board_cli import report_byom
@@ -338,6 +340,10 @@ def report_cmd(run_dir, byom, board, out):
 
     render_run(run_dir)
     click.echo(f"Report: {run_dir / INDEX}")
+    if bundle is not None:
+        from .bundle import bundle_run
+
+        click.echo(f"Bundle: {bundle_run(run_dir, bundle)}")
 
 
 @main.command("validate")

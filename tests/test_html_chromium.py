@@ -125,3 +125,12 @@ def test_sorting_and_filtering_a_table_in_chromium(rendered, tmp_path):
     rows = re.findall(r"<tr\b([^>]*)>\s*<td[^>]*>(?:<a[^>]*>)?(hostile|plain)<", re.findall(r"<tbody>(.*?)</tbody>", dom, re.S)[table])
     assert [(name, "hidden" in attrs) for attrs, name in rows] == [("hostile", False), ("plain", True)]
     assert "1 of 2 rows" in dom
+
+
+def test_the_bundle_runs_its_script_and_no_payload(rendered, tmp_path):
+    from evalkit.bundle import bundle_run
+
+    out = bundle_run(rendered, tmp_path / "bundle.html")
+    dom = dump_dom(out, tmp_path / "profile")
+    assert title(dom) != "PWNED" and 'class="ek-filter"' in dom
+    assert inline(dom, "script") == [chrome.script()]

@@ -224,3 +224,36 @@ def test_load_scores_frames(executed_run):
     assert acc.loc["account_id", "plain"] == 1.0 and acc.loc["title", "hostile"] == 0.0
     assert 0 < mean_field_accuracy(items) < 1
     assert load_scores(run_dir, "no-such-task")[0].empty
+
+
+def test_bundle_holds_every_page_with_links_between_sections(run_copy, tmp_path):
+    import re
+
+    from evalkit.bundle import bundle_run
+
+    render_run(run_copy)
+    out = bundle_run(run_copy, tmp_path / "report.html")
+    html = out.read_text(encoding="utf-8")
+    pages = _pages(run_copy)
+    sections = re.findall(r'<section class="ek-page" id="(p\d+)" data-page="([^"]*)"', html)
+    assert [unquote_path(p) for _, p in sections] == ["index.html"] + sorted(p for p in pages if p != "index.html")
+    csp = policy(html)
+    assert inline(html, "script") == [chrome.script()] and sha256_source(chrome.script()) in csp
+    assert all(sha256_source(s) in csp for s in inline(html, "style")) and "unsafe-inline" not in csp
+    ids = re.findall(r'\bid="([^"]*)"', html)
+    assert len(ids) == len(set(ids))  # pages' ids are prefixed: none collide
+    hrefs = [a["href"] for t, a in tags(html) if t == "a" and a.get("href")]
+    assert hrefs and all(h.startswith("#") and h[1:] in ids for h in hrefs)  # every link stays in the file
+    score = dict((unquote_path(p), i) for i, p in sections)[f"{TASK_ID}/plain/fake/score.html"]
+    assert f'href="#{score}"' in html  # e.g. the report's member link
+    assert "&lt;/script&gt;&lt;script&gt;document.title='PWNED'&lt;/script&gt;" in html
+    for tag, attrs in tags(html):
+        for key in ("src", "href"):
+            assert not (attrs.get(key) or "").startswith(("http:", "https:", "//")), (tag, attrs)
+    assert bundle_run(run_copy, tmp_path / "again.html").read_bytes() == out.read_bytes()
+
+
+def unquote_path(p: str) -> str:
+    from urllib.parse import unquote
+
+    return unquote(p)

@@ -106,7 +106,7 @@
 
   function enhance(table) {
     var ths = headers(table), body = rows(table);
-    if (!ths.length || body.length < 2) return;
+    if (!ths.length || body.length < 2 || table.classList.contains("ek-kv")) return;  // key/value listings stay put
     var names = ths.map(function (th) { return th.textContent.trim(); });
     ths.forEach(function (th, i) {
       th.classList.add("ek-sortable");
@@ -115,7 +115,7 @@
       th.addEventListener("click", function () { sort(table, i, th); });
       th.addEventListener("keydown", function (e) { if (e.key === "Enter") sort(table, i, th); });
     });
-    if (body.length >= 5 || STATUS.some(function (n) { return names.indexOf(n) >= 0; })) filters(table, names);
+    if (body.length >= 10 || STATUS.some(function (n) { return names.indexOf(n) >= 0; })) filters(table, names);
   }
 
   Array.prototype.forEach.call(document.querySelectorAll("table"), enhance);
