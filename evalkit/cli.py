@@ -323,19 +323,29 @@ def score_cmd(predictions, corpus, sources, tasks, only, out, threshold, workers
 @main.command("report")
 @click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True), required=False)
 @click.option("--byom", is_flag=True, help="Render the published BYOM scoreboard instead of a run.")
+@click.option("--scoreboard", is_flag=True,
+              help="Render the corpus's committed scoreboard (with its band and what changed since its previous "
+                   "commit) instead of a run.")
+@CORPUS
 @click.option("--board", type=click.Path(path_type=Path), default=None, help="BYOM board file.")
-@click.option("--out", type=click.Path(path_type=Path), default=None, help="HTML file for --byom.")
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="HTML file for --byom or --scoreboard.")
 @click.option("--bundle", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Also write the whole run as this one self-contained HTML file (to attach to an email).")
-def report_cmd(run_dir, byom, board, out, bundle):
-    """Re-render the HTML of an existing run folder (or, with --byom, the BYOM board)."""
+def report_cmd(run_dir, byom, scoreboard, corpus, board, out, bundle):
+    """Re-render the HTML of an existing run folder (or, with --byom, the BYOM board; with --scoreboard, the
+    corpus's scoreboard)."""
     if byom:
         from .board_cli import report_byom
 
         report_byom(board, out)
         return
+    if scoreboard:
+        from .boardpage import write_board_report
+
+        click.echo(f"Report: {write_board_report(corpus, out)}")
+        return
     if run_dir is None:
-        raise UsageError("give a RUN_DIR, or --byom")
+        raise UsageError("give a RUN_DIR, --scoreboard or --byom")
     from .render import render_run
 
     render_run(run_dir)
