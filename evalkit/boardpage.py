@@ -92,8 +92,8 @@ def _cell(value: Any, cls: str = "") -> str:
 
 
 def _table(head: list[str], rows: list[list[str]]) -> str:
-    return ("<table><thead><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr></thead><tbody>"
-            + "".join("<tr>" + "".join(r) + "</tr>" for r in rows) + "</tbody></table>")
+    return ('<div class="ek-wide"><table><thead><tr>' + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr></thead><tbody>"
+            + "".join("<tr>" + "".join(r) + "</tr>" for r in rows) + "</tbody></table></div>")
 
 
 def render_board_html(board: Mapping[str, Any], band: Mapping[str, Any] | None, changes: list[dict[str, Any]] | None,
@@ -138,7 +138,7 @@ def render_board_html(board: Mapping[str, Any], band: Mapping[str, Any] | None, 
             v = _verdict(x.get("passed"))
             rows.append([_cell(member), _cell(label), f'<td class="{v if v != "n/a" else "missing"}">{v}</td>',
                          _cell(metrics.get("score"), "num"), *[_cell(metrics.get(g), "num") for g in shown],
-                         _cell(run.get("model")), _cell(str(run["date"])[:16].replace("T", " ") if run.get("date") else None), _cell(run.get("input_tokens"), "num"),
+                         _cell(run.get("model")), _cell(str(run["date"])[:16].replace("T", " ") if run.get("date") else None, "nowrap"), _cell(run.get("input_tokens"), "num"),
                          _cell(run.get("output_tokens"), "num"), _cell(run.get("usd"), "num"),
                          _cell(run.get("latency_s"), "num"), _cell(run.get("replayed")), _cell(x.get("settings")),
                          _cell(run.get("run_id"))])

@@ -105,7 +105,10 @@ def locate(text: str, items: Any) -> tuple[list[Located], pd.DataFrame]:
                 missing.append({"item": _group(row), "extracted": forms[0], "outcome": outcome,
                                 "why": "not found as written (the document may spell it differently)"})
     marks.sort(key=lambda x: x.start)
-    return marks, pd.DataFrame(missing, columns=["item", "extracted", "outcome", "why"])
+    # Once per item and text (a list repeats its values), invented values first.
+    unique = {(r["item"], fmt(r["extracted"]), r["outcome"]): r for r in missing}
+    rows = sorted(unique.values(), key=lambda r: r["outcome"] not in NOT_IN_SOURCE)
+    return marks, pd.DataFrame(rows, columns=["item", "extracted", "outcome", "why"])
 
 
 def marked_html(text: str, marks: list[Located]) -> str:
