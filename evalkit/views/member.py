@@ -29,6 +29,8 @@ PARSE = {
     "clean": "the whole response is one JSON object",
     "recovered": "a JSON object was found after cutting away a code fence or prose around it (nothing invented)",
     "malformed": "no JSON object could be found in the response",
+    "schema_invalid": "a JSON object, but it breaks the task's output schema (scored as extracted; the item rows "
+                      "say where)",
     "error": "the call failed: no response to parse",
 }
 
