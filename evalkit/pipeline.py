@@ -161,6 +161,22 @@ def extract_member(task: str, member: str, backend: BackendSpec, corpus: str | P
     return data
 
 
+def member_request(task: str, member: str, corpus: str | Path | None = None, sources: str | Path | None = None,
+                   out: str | Path = ".") -> tuple[Document, Request]:
+    """(document, request) of one member's extraction in `out`: what the member page shows the backend
+    received (the request rendered again, under the ontology extraction.json records, if any)."""
+    m = locate(task, member, corpus)
+    document = read_document(check_integrity(m, sources_dir(sources)))
+    ontology = None
+    if (Path(out) / runfolder.EXTRACTION).exists():
+        recorded = runfolder.read_extraction(out).get("ontology")
+        if recorded:
+            from .ontology import Ontology
+
+            ontology = Ontology.from_json(recorded)
+    return document, render_request(m.task, m, document, ontology)
+
+
 def score_member(task: str, member: str, corpus: str | Path | None = None,
                  sources: str | Path | None = None, out: str | Path = ".",
                  threshold: float | None = None, reference: str | None = None) -> ScoreResult | Failed:
