@@ -35,7 +35,7 @@ from .normalize import (
 )
 from .text import normalize
 
-Kind = Literal["id", "text", "enum", "number", "date", "duration", "set", "parties", "conditions"]
+Kind = Literal["id", "text", "exact_text", "enum", "number", "date", "duration", "set", "parties", "conditions"]
 CONDITION_TOLERANCE = 0.001  # numbers inside conditions are mostly rates; exact equality is too strict
 
 
@@ -47,8 +47,8 @@ class FieldSpec(Strict):
 
     @model_validator(mode="after")
     def _legal(self) -> "FieldSpec":
-        if self.identifier and self.kind not in ("id", "text"):
-            raise ValueError(f"identifier: true is only allowed for kind id or text, not {self.kind}")
+        if self.identifier and self.kind not in ("id", "text", "exact_text"):
+            raise ValueError(f"identifier: true is only allowed for kind id, text or exact_text, not {self.kind}")
         if self.tolerance is not None and self.kind not in ("number", "conditions"):
             raise ValueError(f"tolerance is only allowed for kind number or conditions, not {self.kind}")
         return self
@@ -115,6 +115,14 @@ def _cmp_text(e: Any, g: Any, _: FieldSpec) -> tuple[bool, str]:
     if ne == ng:
         return True, "equal after normalization"
     return False, f"texts differ after normalization: {ne!r} vs {ng!r}"
+
+
+def _cmp_exact_text(e: Any, g: Any, _: FieldSpec) -> tuple[bool, str]:
+    """Text to be copied exactly (a contract name, markup included): only whitespace runs are collapsed."""
+    ne, ng = " ".join(str(e).split()), " ".join(str(g).split())
+    if ne == ng:
+        return True, "equal after whitespace normalization"
+    return False, f"texts differ (compared exactly, whitespace collapsed): {ne!r} vs {ng!r}"
 
 
 def _parsed(e: Any, g: Any, parse: Callable[[Any], Any], what: str) -> tuple[Any, Any, tuple[bool, str] | None]:
@@ -279,6 +287,7 @@ COMPARE: dict[str, Compare] = {
     "id": _cmp_id,
     "enum": _cmp_id,
     "text": _cmp_text,
+    "exact_text": _cmp_exact_text,
     "number": _cmp_number,
     "date": _cmp_date,
     "duration": _cmp_duration,
