@@ -128,3 +128,40 @@ def test_alignment_is_greedy_on_the_best_pairs_and_keeps_truth_order():
 def test_terms_options_are_checked(spec, message):
     with pytest.raises(ValidationError, match=message):
         FieldsOptions.model_validate({"fields": {"t": spec}})
+
+
+def test_the_bundled_multi_term_members_hold_what_they_test():
+    """deal-memos-terms: two catalogues starting the same day with different rates (only the catalogue aligns
+    them), and a condition that belongs to the second term; moving it to the first fails the member."""
+    from evalkit.corpus import DEFAULT_CORPUS, find_task
+
+    task = find_task(DEFAULT_CORPUS, "deal-memos-terms")
+
+    def result(member_id, edit):
+        member = task.member(member_id)
+        truth = member.load_truth()
+        record = edit(json_copy(truth.record))
+        ctx = ScoreContext(task_id=task.id, member_id=member_id, options=task.options, threshold=task.spec.threshold,
+                           source_text=(member.dir / "memo.md").read_text())
+        return score(record, truth, ctx)
+
+    two = task.member("two-catalogues-two-rates").load_truth().record["terms"]
+    assert len({t["lifecycle_term_start"] for t in two}) == 1 and len({t["term_rate"] for t in two}) == 2
+    swapped = result("two-catalogues-two-rates", lambda r: r | {"terms": r["terms"][::-1]})
+    assert swapped.score == 1.0  # order is not a mistake
+    copied = result("two-catalogues-two-rates",
+                    lambda r: r | {"terms": [r["terms"][0], r["terms"][1] | {"term_rate": 0.8, "commission": 0.2}]})
+    assert {r["field"]: r["outcome"] for r in copied.items}["terms[2].term_rate"] == "mismatch"
+    assert not copied.passed
+
+    terms = task.member("condition-on-second-term").load_truth().record["terms"]
+    assert terms[0]["conditions"] == [] and len(terms[1]["conditions"]) == 1
+    moved = result("condition-on-second-term", lambda r: r | {"terms": [
+        r["terms"][0] | {"conditions": r["terms"][1]["conditions"]}, r["terms"][1] | {"conditions": []}]})
+    assert not moved.passed and moved.metrics["extra"] == moved.metrics["missing"] == 1
+
+
+def json_copy(value):
+    import json
+
+    return json.loads(json.dumps(value, default=str))
