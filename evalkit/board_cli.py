@@ -46,6 +46,24 @@ _BOARD = click.option("--board", type=click.Path(path_type=Path, dir_okay=False)
                       help="Scoreboard file (default: <corpus>/scoreboard.json).")
 
 
+# `evalkit run` and `evalkit sweep`: which members of each task, and the task settings overridden
+SCOPE_OPTIONS = [
+    click.option("--limit", type=click.IntRange(1), default=None, help="Only the first N members of each task (id order)."),
+    click.option("--sample", type=click.IntRange(1), default=None,
+                 help="N members of each task drawn at random (seeded: --seed; recorded with the run)."),
+    click.option("--seed", "sample_seed", type=int, default=None, help="The seed of --sample (default: fixed)."),
+    click.option("--set", "set_", multiple=True, metavar="KEY=VALUE",
+                 help="Override a task setting (max_tokens, temperature; repeatable): recorded in every run block."),
+]
+
+
+def scope_options(limit, sample, sample_seed, set_) -> dict:
+    """The `RunOptions` fields of `SCOPE_OPTIONS`."""
+    from .models import parse_settings
+
+    return {"limit": limit, "sample": sample, "seed": sample_seed, "settings": parse_settings(set_)}
+
+
 def _sweep_options(f):
     opts = [
         _CORPUS, _SOURCES, _TASKS,
@@ -63,6 +81,12 @@ def _sweep_options(f):
     return f
 
 
+def _scope_options(f):
+    for opt in reversed(SCOPE_OPTIONS):
+        f = opt(f)
+    return f
+
+
 def _corpus(corpus: Path | None) -> Path:
     from .corpus import DEFAULT_CORPUS
 
@@ -70,13 +94,14 @@ def _corpus(corpus: Path | None) -> Path:
 
 
 def _sweep_opts(corpus, sources, tasks, only, threshold, workers, max_concurrency, notebooks, html, backends, out,
-                force=False):
+                force=False, **scope):
     from .corpus import sources_dir
     from .runner import RunOptions
 
     opts = RunOptions(corpus=_corpus(corpus), backends=backends, sources=sources_dir(sources),
                       tasks=list(tasks) or None, only=list(only) or None, out=out, threshold=threshold,
-                      max_concurrency=max_concurrency, html=html, notebooks=notebooks, force=force)
+                      max_concurrency=max_concurrency, html=html, notebooks=notebooks, force=force,
+                      **(scope_options(**scope) if scope else {}))
     if workers:
         opts.workers = workers
     return opts
@@ -108,8 +133,9 @@ def record_history(result) -> None:
 @click.option("--update-scoreboard", is_flag=True, help="Write the scored members into the scoreboard.")
 @_BOARD
 @_sweep_options
+@_scope_options
 def sweep_cmd(backends, out, force, update_scoreboard, board, corpus, sources, tasks, only, threshold, workers,
-              max_concurrency, notebooks, html):
+              max_concurrency, notebooks, html, limit, sample, sample_seed, set_):
     """Run every member of every selected task in worker processes; skip members whose outputs are current.
 
     Exit 0 when every member ran (or was current), 4 if any was refused by the integrity gate,
@@ -122,7 +148,8 @@ def sweep_cmd(backends, out, force, update_scoreboard, board, corpus, sources, t
     from .sweep import print_sweep_summary, sweep
 
     opts = _sweep_opts(corpus, sources, tasks, only, threshold, workers, max_concurrency, notebooks, html,
-                       list(backends) or [BackendSpec("fake", "fake")], out, force)
+                       list(backends) or [BackendSpec("fake", "fake")], out, force,
+                       limit=limit, sample=sample, sample_seed=sample_seed, set_=set_)
     result = sweep(opts)
     print_sweep_summary(result, click.echo)
     record_history(result)

@@ -17,7 +17,7 @@ import click
 
 from . import __version__
 from .backends import BackendSpec
-from .board_cli import BACKEND, JUDGE
+from .board_cli import BACKEND, JUDGE, SCOPE_OPTIONS, scope_options
 from .corpus import DEFAULT_CORPUS, sources_dir
 from .errors import EXIT_INVALID, EXIT_OK, EvalkitError, UsageError
 from .runfolder import INDEX
@@ -156,7 +156,8 @@ def _run(corpus, sources, tasks, only, backends, out, threshold, workers, max_co
          allow_unpriced=False, exit: bool = True, **judging) -> int:
     """Run and print the summary; exit with the run's code (or return it, with exit=False).
 
-    `judging`: judge, judge_mode, judge_cache, ontology, ontology_mode (RunOptions fields)."""
+    `judging`: judge, judge_mode, judge_cache, ontology, ontology_mode, limit, sample, seed, settings
+    (RunOptions fields)."""
     from .board_cli import record_history
     from .runner import RunOptions, run
     from .scoreboard import board_path, update_scoreboard
@@ -256,13 +257,15 @@ def _apply(options):
               help="Price table (YAML/JSON) overriding the built-in one (or $EVALKIT_PRICES).")
 @_apply(JUDGE_OPTIONS)
 @_apply(RUN_OPTIONS)
+@_apply(SCOPE_OPTIONS)
 def run_cmd(backends, record, dry_run, max_usd, allow_unpriced, prices, corpus, sources, tasks, only, out, threshold,
             workers, max_concurrency, html, update_board, board, judge, judge_mode, judge_cache, ontology,
-            ontology_mode):
+            ontology_mode, limit, sample, sample_seed, set_):
     """Extract, score and report every selected member; exit 0 only if all pass."""
     _run(corpus, sources, tasks, only, backends or default_backends(), out, threshold, workers, max_concurrency,
          html, update_board, board, record, dry_run, max_usd, prices, allow_unpriced, judge=judge,
-         judge_mode=judge_mode, judge_cache=judge_cache, ontology=ontology, ontology_mode=ontology_mode)
+         judge_mode=judge_mode, judge_cache=judge_cache, ontology=ontology, ontology_mode=ontology_mode,
+         **scope_options(limit, sample, sample_seed, set_))
 
 
 @main.command("compare")

@@ -45,6 +45,7 @@ from .pipeline import backend_context, extraction_record, is_current, render_req
 from .paths import member_ref
 from .runfolder import Home, hold
 from .sources import Document, check_integrity, read_document, sha256_file
+from .stats import SEED
 from .status import ERROR, NOTEBOOK_FAILED, REFUSED, SCORED, Failed, failure_of
 
 
@@ -77,6 +78,10 @@ class RunOptions:
     judge_cache: Path | None = None  # --judge-cache PATH (default <run folder's parent>/judge-cache.jsonl)
     ontology: Path | None = None  # run only: --ontology PATH (evalkit.ontology)
     ontology_mode: str | None = None  # --ontology-mode open|strict
+    limit: int | None = None  # --limit N: the first N members of each task, in id order
+    sample: int | None = None  # --sample N: N members of each task drawn at random with `seed`
+    seed: int | None = None  # --seed S for --sample (default: `stats.SEED`)
+    settings: dict[str, Any] = field(default_factory=dict)  # --set KEY=VALUE: overrides of the task's settings
 
 
 @dataclass
@@ -126,11 +131,46 @@ def default_run_id(labels: list[str]) -> str:
     return f"{stamp}-{labels_slug(labels)}"
 
 
-def select_members(tasks: list[Task], only: list[str] | None) -> list[Member]:
-    """Load the selected members (only those: a broken sibling must not stop them)."""
+def check_scope(opts: RunOptions) -> None:
+    """--limit, --sample and --seed make sense one way only; --set names known settings with valid values."""
+    from .models import check_overrides
+
+    opts.settings = check_overrides(opts.settings)
+    if opts.limit is not None and opts.sample is not None:
+        raise UsageError("give --limit N or --sample N, not both")
+    if opts.seed is not None and opts.sample is None:
+        raise UsageError("--seed S goes with --sample N")
+    for flag, n in (("--limit", opts.limit), ("--sample", opts.sample)):
+        if n is not None and n < 1:
+            raise UsageError(f"{flag} {n}: give at least 1")
+
+
+def scope(task: Task, dirs: list[Path], limit: int | None = None, sample: int | None = None,
+          seed: int | None = None) -> list[Path]:
+    """A task's member folders within --limit (the first N, in id order) or --sample (N drawn at random with
+    `seed`, a stream of its own per task, listed in id order): what `run` and `sweep` both select."""
+    dirs = sorted(dirs, key=lambda d: d.name)
+    if limit is not None:
+        return dirs[:limit]
+    if sample is not None and sample < len(dirs):
+        import numpy as np
+
+        from .stats import SEED, sub_seed
+
+        picked = np.random.default_rng(sub_seed(SEED if seed is None else seed, task.id)).choice(
+            len(dirs), size=sample, replace=False)
+        return [dirs[i] for i in sorted(picked)]
+    return dirs
+
+
+def select_members(tasks: list[Task], only: list[str] | None, limit: int | None = None, sample: int | None = None,
+                   seed: int | None = None) -> list[Member]:
+    """Load the selected members (only those: a broken sibling must not stop them): --only, then --limit or
+    --sample within each task (`scope`)."""
     only = [member_ref(o) for o in only or ()]
-    members = [load_member(t, d) for t in tasks for d in t.member_dirs()
-               if not only or d.name in only or f"{t.id}/{d.name}" in only]
+    members = [load_member(t, d) for t in tasks
+               for d in scope(t, [d for d in t.member_dirs() if not only or d.name in only or f"{t.id}/{d.name}" in only],
+                              limit, sample, seed)]
     if only and not members:
         raise CorpusError(f"no member {', '.join(map(repr, only))} in the selected tasks")
     return members
@@ -220,8 +260,9 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
     judge_mode = judging.check_mode(opts.judge_mode, opts.judge)
     if opts.judge is None and opts.judge_cache is not None:
         raise UsageError("--judge-cache needs --judge SPEC")
+    check_scope(opts)
     tasks = load_tasks(opts.corpus, opts.tasks)
-    members = select_members(tasks, opts.only)
+    members = select_members(tasks, opts.only, opts.limit, opts.sample, opts.seed)
     labels = check_labels(spec.label for spec in opts.backends)
     if opts.judge and judge_mode != "reference" and len(labels) < 2:
         raise UsageError(f"--judge-mode {judge_mode}: pairwise judging needs at least two --backend")
@@ -233,7 +274,8 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
     outcomes: list[Outcome] = []
     cleared = gate_members(members, opts.sources, outcomes, labels)
     documents: dict[str, Document] = {m.key: read_document(paths) for m, paths in cleared}
-    requests = [render_request(m.task, m, documents[m.key], ontology) for m, _ in cleared]
+    requests = [render_request(m.task, m, documents[m.key], ontology, m.task.spec.settings.with_overrides(opts.settings))
+                for m, _ in cleared]
     prices = PriceTable(path=opts.prices) if opts.prices else None
     budgeted = (opts.dry_run or opts.max_usd is not None) and not opts.allow_unpriced
     the_plan = plan(resolved, requests, prices, require_prices=budgeted, judge=judge_resolved)
@@ -299,6 +341,9 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
         "started": started,
         "parameters": {"tasks": [t.id for t in tasks], "only": opts.only, "threshold": opts.threshold,
                        "max_concurrency": opts.max_concurrency, "max_usd": opts.max_usd,
+                       "limit": opts.limit, "sample": opts.sample,
+                       "seed": opts.seed if opts.sample is None or opts.seed is not None else SEED,
+                       "settings": dict(sorted(opts.settings.items())),
                        "corpus": str(opts.corpus), "sources": str(opts.sources) if opts.sources else None},
         "backends": [{"label": b.label, "spec": b.spec, "model": b.model, "started": started,
                       **({"cassette": str(r.cassette), "cassette_sha256": sha256_file(r.cassette)}

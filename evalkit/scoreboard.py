@@ -148,16 +148,15 @@ def truth_sha256(member: Member, sources: Path | None) -> str | None:
         return None
 
 
-def settings_of(member: Member | None, run_json: Mapping[str, Any]) -> dict[str, Any]:
-    """Only what differs from evalkit's defaults: task sampling settings, and a ``--threshold`` override."""
-    from .models import Settings
-
+def settings_of(member: Member | None, run_json: Mapping[str, Any], run: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Only what differs from evalkit's defaults: the sampling settings the call was sent (its run block's
+    ``settings``: the task's, with any ``--set``; the task's own for a record made before run blocks held
+    them), and a ``--threshold`` override."""
     out: dict[str, Any] = {}
-    if member is not None:
-        default = Settings().model_dump()
-        for k, v in member.task.spec.settings.model_dump().items():
-            if v != default.get(k):
-                out[k] = v
+    if run is not None and isinstance(run.get("settings"), dict):
+        out.update(run["settings"])
+    elif member is not None:
+        out.update(member.task.spec.settings.non_default())
     threshold = run_json.get("parameters", {}).get("threshold")
     if threshold is not None:
         out["threshold"] = threshold
@@ -196,7 +195,7 @@ def entry_for(scored: Scored, board_dir: Path, corpus: Path, sources: Path | Non
         "run": run_block(scored, ext, rj),
         "run_folder": Path(os.path.relpath(scored.home.resolve(), board_dir.resolve())).as_posix(),
         "truth_sha256": truth_sha256(member, sources) if member is not None else None,
-        "settings": settings_of(member, rj),
+        "settings": settings_of(member, rj, ext.get("run")),
         "metrics": score.get("metrics") or {},
         "passed": score.get("passed"),
     }
