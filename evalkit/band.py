@@ -31,6 +31,7 @@ rounded to 6 places.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -46,7 +47,7 @@ from .scoreboard import numeric_metrics, write_json
 from .stats import CONFIDENCE, RESAMPLES, SEED, mean, mean_ci, sub_seed
 
 __all__ = ["BAND_NAME", "SCHEMA_VERSION", "BandError", "band_path", "collect", "compute_band", "write_band",
-           "load_band", "render_markdown", "update_readme", "README_START", "README_END"]
+           "load_band", "render_markdown", "update_readme", "README_START", "README_END", "check_repeats"]
 
 BAND_NAME = "band.json"
 SCHEMA_VERSION = 1
@@ -98,6 +99,40 @@ def _one_label(data: Mapping[str, Mapping[str, Any]], root: Path, label: str | N
     return labels[0]
 
 
+def _profile(root: Path, label: str, tasks: Iterable[str] | None) -> dict[str, Any]:
+    """What makes a sweep a repeat of one baseline: the tasks and members it attempted (scored or not), the
+    sampling settings its calls were sent (run blocks) and the model that answered."""
+    want = set(tasks) if tasks else None
+    found = [s for s in scan(root, status=None, unscored=True)
+             if s.backend == label and (want is None or s.task in want)]
+    return {
+        "task set": sorted({s.task for s in found}),
+        "member set": sorted({f"{s.task}/{s.member}" for s in found}),
+        "settings": sorted({json.dumps((s.data.get("run") or {}).get("settings") or {}, sort_keys=True)
+                            for s in found}),
+        "model": sorted({str((s.data.get("backend") or {}).get("model") or "") for s in found}),
+    }
+
+
+def _diff(a: list[str], b: list[str]) -> str:
+    only_a, only_b = [x for x in a if x not in b], [x for x in b if x not in a]
+    show = lambda xs: ", ".join(xs[:4]) + (f" … ({len(xs)})" if len(xs) > 4 else "")  # noqa: E731
+    return "; ".join(part for part in (f"only in the first: {show(only_a)}" if only_a else "",
+                                       f"only in the other: {show(only_b)}" if only_b else "") if part)
+
+
+def check_repeats(roots: Sequence[Path], labels: Sequence[str], tasks: Iterable[str] | None = None) -> None:
+    """Refuse sweeps that are not repeats of one baseline — another task set, member set, settings or model
+    (a real sweep beside an empty-predictions one measures no noise): `UsageError` naming what differs."""
+    profiles = [_profile(r, lab, tasks) for r, lab in zip(roots, labels)]
+    for root, prof in zip(roots[1:], profiles[1:]):
+        differ = [f"{what}: {_diff(profiles[0][what], prof[what])}" for what in prof if prof[what] != profiles[0][what]]
+        if differ:
+            raise UsageError(f"band: {roots[0]} and {root} are not repeats of one baseline — "
+                             + " · ".join(differ) + ". A band compares sweeps of the same tasks, members, settings "
+                             "and model; measure it from such sweeps")
+
+
 def compute_band(sweeps: Sequence[str | Path], *, tasks: Iterable[str] | None = None, label: str | None = None,
                  floor: float = FLOOR, seed: int = SEED, resamples: int = RESAMPLES, confidence: float = CONFIDENCE,
                  band_dir: str | Path = ".") -> dict[str, Any]:
@@ -105,12 +140,14 @@ def compute_band(sweeps: Sequence[str | Path], *, tasks: Iterable[str] | None = 
     if len(sweeps) < 2:
         raise UsageError(f"a band needs at least 2 sweeps, got {len(sweeps)}")
     roots = [Path(s) for s in sweeps]
-    data, infos = [], []
+    data, infos, labels = [], [], []
     for root in roots:
         d = collect(root, tasks)
         lab = _one_label(d, root, label)
+        labels.append(lab)
         data.append({t: per[lab] for t, per in d.items() if lab in per})
         infos.append(_sweep_info(root, lab, Path(band_dir)))
+    check_repeats(roots, labels, tasks)
     out_tasks: dict[str, Any] = {}
     for task in sorted(set().union(*(d.keys() for d in data))):
         per_sweep = [d.get(task, {}) for d in data]

@@ -131,10 +131,12 @@ def record_history(result) -> None:
               help="Sweep folder (default: runs/sweep-<backends>; re-running it skips current members).")
 @click.option("--force", is_flag=True, help="Re-run every member, current or not.")
 @click.option("--update-scoreboard", is_flag=True, help="Write the scored members into the scoreboard.")
+@click.option("--strict-replay", is_flag=True,
+              help="A replay miss fails that member (exit 6); default: it is `not covered`, the rest scored.")
 @_BOARD
 @_sweep_options
 @_scope_options
-def sweep_cmd(backends, out, force, update_scoreboard, board, corpus, sources, tasks, only, threshold, workers,
+def sweep_cmd(backends, out, force, strict_replay, update_scoreboard, board, corpus, sources, tasks, only, threshold, workers,
               max_concurrency, notebooks, html, limit, sample, sample_seed, set_):
     """Run every member of every selected task in worker processes; skip members whose outputs are current.
 
@@ -150,6 +152,7 @@ def sweep_cmd(backends, out, force, update_scoreboard, board, corpus, sources, t
     opts = _sweep_opts(corpus, sources, tasks, only, threshold, workers, max_concurrency, notebooks, html,
                        list(backends) or [BackendSpec("fake", "fake")], out, force,
                        limit=limit, sample=sample, sample_seed=sample_seed, set_=set_)
+    opts.strict_replay = strict_replay
     result = sweep(opts)
     print_sweep_summary(result, click.echo)
     record_history(result)

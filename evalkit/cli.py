@@ -82,6 +82,9 @@ class _Group(click.Group):
 @click.version_option(__version__, prog_name="evalkit")
 def main() -> None:
     """Measure how well an LLM extracts structured data from documents."""
+    from .backends.cassette import env_cassette
+
+    env_cassette()  # EVALKIT_RECORD_LLM and EVALKIT_REPLAY_LLM both set: every command refuses at once (exit 2)
     if threading.current_thread() is threading.main_thread():
         from .interrupt import handle_signals
 
@@ -109,7 +112,7 @@ def _pct(x: float | None) -> str:
 def print_summary(result) -> None:
     from collections import defaultdict
 
-    from .status import ERROR, REFUSED, SCORED, SKIPPED
+    from .status import ERROR, NOT_COVERED, REFUSED, SCORED, SKIPPED, shown
 
     by_task = defaultdict(list)
     for o in result.outcomes:
@@ -127,7 +130,7 @@ def print_summary(result) -> None:
                 for note in o.notes:
                     click.echo(f"      ↳ {note}")
             else:
-                click.echo(f"{name} … {o.status.upper()}")
+                click.echo(f"{name} … {shown(o.status)}")
                 click.echo(f"      ↳ {o.why}")
         # Members attempted: scored or errored. Means are over the scored ones only; errors are counted beside.
         passed = sum(o.passed is True for o in scored)
@@ -142,10 +145,10 @@ def print_summary(result) -> None:
             line += f" · mean score {_pct(sum(scores) / len(scores)).strip()}"
             if errors:
                 line += f" (over {len(scores)} scored)"
-        for status in (SKIPPED, REFUSED):
+        for status in (SKIPPED, REFUSED, NOT_COVERED):
             n = sum(o.status == status for o in outs)
             if n:
-                line += f" · {n} {status}"
+                line += f" · {n} {shown(status).lower()}"
         click.echo(line)
     index = result.run_dir / INDEX
     click.echo(f"Report: {index if index.exists() else result.run_dir}")
@@ -250,7 +253,10 @@ def _apply(options):
 @click.option("--record", multiple=True, metavar="NAME=PATH",
               help="Record backend NAME's calls to a cassette (appends; replays what it already holds).")
 @click.option("--dry-run", is_flag=True,
-              help="Resolve backends and show calls, an upper bound of the cost, and guards; call nothing.")
+              help="Resolve backends and show calls, an upper bound of the cost, and guards; call nothing (exit 0).")
+@click.option("--strict", is_flag=True, help="With --dry-run: exit with the code of a guard that would abort the run.")
+@click.option("--strict-replay", is_flag=True,
+              help="A replay miss aborts the run (exit 6); default: those members are `not covered`, the rest scored.")
 @click.option("--max-usd", type=click.FloatRange(0), default=None, help="Stop before a call would pass this spend.")
 @ALLOW_UNPRICED
 @click.option("--prices", type=click.Path(path_type=Path, dir_okay=False), default=None,
@@ -258,14 +264,14 @@ def _apply(options):
 @_apply(JUDGE_OPTIONS)
 @_apply(RUN_OPTIONS)
 @_apply(SCOPE_OPTIONS)
-def run_cmd(backends, record, dry_run, max_usd, allow_unpriced, prices, corpus, sources, tasks, only, out, threshold,
+def run_cmd(backends, record, dry_run, strict, strict_replay, max_usd, allow_unpriced, prices, corpus, sources, tasks, only, out, threshold,
             workers, max_concurrency, html, update_board, board, judge, judge_mode, judge_cache, ontology,
             ontology_mode, limit, sample, sample_seed, set_):
     """Extract, score and report every selected member; exit 0 only if all pass."""
     _run(corpus, sources, tasks, only, backends or default_backends(), out, threshold, workers, max_concurrency,
          html, update_board, board, record, dry_run, max_usd, prices, allow_unpriced, judge=judge,
          judge_mode=judge_mode, judge_cache=judge_cache, ontology=ontology, ontology_mode=ontology_mode,
-         **scope_options(limit, sample, sample_seed, set_))
+         strict=strict, strict_replay=strict_replay, **scope_options(limit, sample, sample_seed, set_))
 
 
 @main.command("compare")

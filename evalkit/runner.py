@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 from . import __version__, runfolder
 from .corpus import Member, Task, load_member, load_tasks
-from .errors import (EXIT_BACKEND, EXIT_FAILED, EXIT_INTEGRITY, EXIT_OK, CassetteError, CorpusError, IntegrityError,
+from .errors import (EXIT_BACKEND, EXIT_CASSETTE, EXIT_FAILED, EXIT_INTEGRITY, EXIT_OK, CassetteError, CorpusError, IntegrityError,
                      SourceMissing, UsageError)
 from .backends import BackendSpec, check_labels, labels_slug
 from .interrupt import Interrupted
@@ -46,7 +46,7 @@ from .paths import member_ref
 from .runfolder import Home, hold
 from .sources import Document, check_integrity, read_document, sha256_file
 from .stats import SEED
-from .status import ERROR, NOTEBOOK_FAILED, REFUSED, SCORED, Failed, failure_of
+from .status import ERROR, NOT_COVERED, NOTEBOOK_FAILED, REFUSED, SCORED, Failed, failure_of
 
 
 @dataclass
@@ -82,6 +82,8 @@ class RunOptions:
     sample: int | None = None  # --sample N: N members of each task drawn at random with `seed`
     seed: int | None = None  # --seed S for --sample (default: `stats.SEED`)
     settings: dict[str, Any] = field(default_factory=dict)  # --set KEY=VALUE: overrides of the task's settings
+    strict: bool = False  # run only: --dry-run --strict exits with the first guard's code (default: 0, the plan shown)
+    strict_replay: bool = False  # --strict-replay: a replay miss aborts the run (default: `not covered`, the rest scored)
 
 
 @dataclass
@@ -91,7 +93,7 @@ class Outcome:
     task: str
     member: str
     backend: str
-    status: str  # scored | skipped | refused | error (evalkit.status)
+    status: str  # scored | skipped | refused | not_covered | error (evalkit.status)
     score: float | None = None
     passed: bool | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
@@ -111,16 +113,19 @@ class RunResult:
     outcomes: list[Outcome]
     plan: Any = None  # the dry-run plan (evalkit.backends.resolve.Plan), when --dry-run
     reused: int = 0  # extractions a resumed run took from the unfinished run before it
+    strict: bool = False  # --dry-run --strict: a guard that would abort a real run is the exit code
 
     @property
     def exit_code(self) -> int:
-        if self.plan is not None:
-            return EXIT_OK if self.plan.ok else self.plan.guards[0].error.exit_code
+        if self.plan is not None:  # a dry run shows the plan; only --strict turns its guards into the exit code
+            return self.plan.guards[0].error.exit_code if self.strict and not self.plan.ok else EXIT_OK
         statuses = {o.status for o in self.outcomes}
         if REFUSED in statuses:
             return EXIT_INTEGRITY
         if ERROR in statuses:  # whatever the verdicts of the others
             return EXIT_BACKEND
+        if NOT_COVERED in statuses and SCORED not in statuses:  # a cassette that covers nothing measures nothing
+            return EXIT_CASSETTE
         if any(o.status == SCORED and o.passed is False for o in self.outcomes):
             return EXIT_FAILED
         return EXIT_OK
@@ -249,7 +254,7 @@ def run(opts: RunOptions, progress: Progress | None = None) -> RunResult:
 
 
 def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> RunResult:
-    from .backends.resolve import check_guards, open_backends, plan, resolve_backends
+    from .backends.resolve import check_guards, duplicate_recordings, open_backends, plan, resolve_backends
     from .pool import Job, run_pool
     from .pricing import PriceTable
 
@@ -278,9 +283,11 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
                 for m, _ in cleared]
     prices = PriceTable(path=opts.prices) if opts.prices else None
     budgeted = (opts.dry_run or opts.max_usd is not None) and not opts.allow_unpriced
-    the_plan = plan(resolved, requests, prices, require_prices=budgeted, judge=judge_resolved)
+    the_plan = plan(resolved, requests, prices, require_prices=budgeted, judge=judge_resolved,
+                    strict_replay=opts.strict_replay)
+    uncovered = {(b.label, key) for b in the_plan.backends for key in b.not_covered}
     if opts.dry_run:
-        return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), plan=the_plan)
+        return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), plan=the_plan, strict=opts.strict)
     if not cleared:  # nothing passed the gate: construct no backend at all
         return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order))
     # corrupt / shared cassettes, replay misses, missing keys (the judge's too): before any call
@@ -294,7 +301,11 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
     backends = open_backends(resolved, ctx, prices, check=False)
     jobs, homes, home_of = [], [], {}
     for (m, _), request in zip(cleared, requests):
-        for b in backends:
+        for b, r in zip(backends, resolved):
+            if (b.label, m.key) in uncovered:  # the cassette has no recording of it: not scored, not an error
+                outcomes.append(Outcome(m.task.id, m.id, b.label, NOT_COVERED, cause=NOT_COVERED,
+                                        message=f"no recording of this request in {r.cassette}"))
+                continue
             homes.append(Home.of(run_dir, m, b.label))
             if resuming and _reusable(homes[-1].dir, request, b.spec):
                 done.reused += 1
@@ -350,6 +361,7 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
                          if r.cassette and Path(r.cassette).is_file() else {})}
                      for b, r in zip(backends, resolved)],
         "members": [m.key for m, _ in cleared],
+        **({"not_covered": sorted(f"{key} [{label}]" for label, key in uncovered)} if uncovered else {}),
         "ontology_mode": ontology.mode if ontology else "freeform",
         **({"ontology": ontology.to_json()} if ontology else {}),
         **({"judge": judge_info} if judge_info else {}),
@@ -367,6 +379,9 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
     if judge_resolved is not None:
         judging.print_messages(phase.messages)
     runfolder.mark_finished(run_dir)
+    twins = duplicate_recordings(resolved)
+    if twins:  # the run is kept (and finished); its recordings are not two measurements
+        raise CassetteError(f"{twins} (the run is kept in {run_dir})")
     return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), reused=done.reused)
 
 

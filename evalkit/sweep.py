@@ -47,7 +47,7 @@ from .interrupt import Interrupted
 from .runner import Outcome, RunOptions
 from .backends import BackendSpec
 from .stats import SEED
-from .status import ERROR, REFUSED, SCORED, SKIPPED
+from .status import ERROR, NOT_COVERED, REFUSED, SCORED, SKIPPED, shown
 from .workers import WorkerDied, run_all
 
 __all__ = ["MemberResult", "SweepResult", "sweep", "currency_keys", "default_sweep_dir"]
@@ -155,9 +155,10 @@ class SweepResult:
 
     @property
     def exit_code(self) -> int:
-        """0: every member ran or was current (verdicts are results, not failures; skipped members
-        are listed); 4: a member was refused by the integrity gate; 6: a cassette miss or corrupt
-        cassette; 5: a member failed otherwise (backend, notebook, crash)."""
+        """0: every member ran or was current (verdicts are results, not failures; skipped and not covered
+        members are listed); 4: a member was refused by the integrity gate; 6: a corrupt cassette, a miss
+        under --strict-replay, or a cassette that covered no member at all; 5: a member failed otherwise
+        (backend, notebook, crash)."""
         statuses = {o.status for o in self.outcomes}
         if REFUSED in statuses:
             return EXIT_INTEGRITY
@@ -166,6 +167,8 @@ class SweepResult:
             return EXIT_CASSETTE
         if ERROR in statuses or codes:
             return EXIT_BACKEND
+        if NOT_COVERED in statuses and SCORED not in statuses:
+            return EXIT_CASSETTE
         return EXIT_OK
 
 
@@ -253,8 +256,11 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
 
     from .runner import check_scope, scope
 
+    from .backends.cassette import env_cassette
+
     _refuse_run_only(opts)
     check_scope(opts)
+    env_cassette()  # both cassette variables set: the sweep's usage error (exit 2), not each member's failure
     labels = check_labels(spec.label for spec in opts.backends)
     if not labels:
         raise EvalkitError("sweep: give at least one --backend NAME=SPEC")
@@ -353,14 +359,15 @@ def print_sweep_summary(result: SweepResult, echo: Callable[[str], Any] = print)
                 verdict = {True: " PASS", False: " FAIL", None: ""}[o.passed]
                 echo(f"{name} … {score}{verdict}{tag}")
             else:
-                echo(f"{name} … {o.status.upper()}")
+                echo(f"{name} … {shown(o.status)}")
                 echo(f"      ↳ {o.why}")
     ran = sum(m.status == "ran" for m in result.members)
     current = sum(m.status == "current" for m in result.members)
-    count = {s: sum(o.status == s for o in result.outcomes) for s in (SCORED, ERROR, SKIPPED)}
+    count = {s: sum(o.status == s for o in result.outcomes) for s in (SCORED, ERROR, SKIPPED, NOT_COVERED)}
     echo(f"Sweep: {len(result.members)} member(s): {ran} run, {current} current (skipped), "
          f"{count[SCORED]} scored, {count[ERROR]} error(s), {count[SKIPPED]} skipped (source missing), "
-         f"{len(result.failures)} failure(s)")
+         + (f"{count[NOT_COVERED]} not covered (no recording), " if count[NOT_COVERED] else "")
+         + f"{len(result.failures)} failure(s)")
     if result.failures:
         echo("Failures:")
         for line in result.failures:
