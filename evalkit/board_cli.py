@@ -198,6 +198,7 @@ def band_cmd(n_sweeps, backend, sweep_backends, from_runs, label, band_out, runs
     """
     from .backends import labels_slug
     from .band import band_path, compute_band, render_markdown, update_readme, write_band
+    from .corpus import heldout_keys
     from .stats import SEED
     from .sweep import print_sweep_summary, sweep
 
@@ -233,7 +234,8 @@ def band_cmd(n_sweeps, backend, sweep_backends, from_runs, label, band_out, runs
             raise _SweepFailed(max(failed_codes))
     path = band_out or band_path(corpus)
     band = compute_band(roots, tasks=list(tasks) or None, label=label, seed=SEED if seed is None else seed,
-                        resamples=resamples, confidence=confidence, band_dir=path.parent)
+                        resamples=resamples, confidence=confidence, band_dir=path.parent,
+                        heldout=heldout_keys(corpus, list(tasks) or None))
     write_band(path, band)
     md = render_markdown(band)
     click.echo(md, nl=False)
@@ -281,6 +283,7 @@ def check_cmd(run_dir, backends, out, justify, band_file, update_scoreboard, see
     """
     from .backends import labels_slug
     from .band import band_path, collect, load_band
+    from .corpus import heldout_keys
     from .regress import compare, parse_justify
     from .runfolder import scan
     from .scoreboard import ScoreboardError, board_path, entries_by_task, load_board, update_scoreboard as update
@@ -316,7 +319,7 @@ def check_cmd(run_dir, backends, out, justify, band_file, update_scoreboard, see
     standing = {t: {b: {m: e.get("metrics") or {} for m, e in per.items() if keep(t, m)} for b, per in d.items()}
                 for t, d in entries_by_task(standing_board, list(tasks) or None).items()}
     cmp = compare(standing, new, band, seed=SEED if seed is None else seed, justifications=justifications,
-                  errors=errors)
+                  errors=errors, heldout=heldout_keys(corpus, list(tasks) or None))
     if band is None:
         click.echo(f"note: no band file at {band_file or band_path(corpus)}: every band is the 0.02 floor")
     for note in cmp.notes:

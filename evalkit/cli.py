@@ -150,6 +150,12 @@ def print_summary(result) -> None:
             if n:
                 line += f" · {n} {shown(status).lower()}"
         click.echo(line)
+        if any(o.heldout for o in scored):  # every corpus mean twice: tuned members, held-out members
+            for name, group in (("tuned", [o for o in scored if not o.heldout]),
+                                ("held-out", [o for o in scored if o.heldout])):
+                scores = [o.score for o in group if o.score is not None]
+                click.echo(f"    {name}: {sum(o.passed is True for o in group)}/{len(group)} passed"
+                           + (f" · mean score {_pct(sum(scores) / len(scores)).strip()}" if scores else ""))
     index = result.run_dir / INDEX
     click.echo(f"Report: {index if index.exists() else result.run_dir}")
 

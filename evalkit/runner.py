@@ -100,6 +100,7 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     message: str = ""
     cause: str = ""  # of an error: provider_error, timeout, pipeline_exception, ... (evalkit.status)
+    heldout: bool = False  # a held-out member (manifest ``heldout: true``): its figures are reported apart
 
     @property
     def why(self) -> str:
@@ -403,12 +404,13 @@ def _outcome(home: Home, score: dict[str, Any]) -> Outcome:
     m = home.member
     failed = failure_of(score)
     if failed is not None:
-        return Outcome(m.task.id, m.id, home.label, ERROR, message=failed.message, cause=failed.cause)
+        return Outcome(m.task.id, m.id, home.label, ERROR, message=failed.message, cause=failed.cause,
+                       heldout=m.manifest.heldout)
     notes = list(score.get("notes", []))
     if (score.get("run") or {}).get("error"):  # an answer that came with an error (malformed): scored, noted
         notes.insert(0, f"backend error: {score['run']['error']}")
     return Outcome(m.task.id, m.id, home.label, SCORED, score=score.get("score"), passed=score.get("passed"),
-                   metrics=score.get("metrics", {}), notes=notes)
+                   metrics=score.get("metrics", {}), notes=notes, heldout=m.manifest.heldout)
 
 
 def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opts: RunOptions, progress) -> None:
