@@ -112,6 +112,8 @@ def _backend_kind(label: str, entry: Mapping[str, Any]) -> str:
 
 
 def _provenance_problem(member: Member) -> str | None:
+    if member.manifest.truth_provenance is None:
+        return "no truth_provenance: a member without truth is never published"
     found = member.manifest.truth_provenance.problems()
     return "; ".join(f"truth_provenance.{leg} {why}" for leg, why in found) or None
 

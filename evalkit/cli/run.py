@@ -114,7 +114,7 @@ def compare_cmd(run_dir, backends, show, **given):
     else:
         if not run_dir.is_dir():
             raise UsageError(f"{run_dir}: run folder not found (give --backend to make the run first)")
-        run_only = ("judge", "judge_mode", "judge_cache", "ontology", "ontology_mode", "only", "record")
+        run_only = ("judge", "judge_mode", "judge_cache", "ontology", "ontology_mode", "only", "record", "reference")
         named = [f"--{k.replace('_', '-')}" for k in run_only if given.get(k)]
         if named:
             raise UsageError(f"{', '.join(named)} only apply when the run is made here: add --backend")

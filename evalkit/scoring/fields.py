@@ -336,6 +336,15 @@ def _describe_gate(blocking: bool, missing: list[str]) -> str:
     return f"{'blocking' if blocking else 'not blocking'} with missing [{', '.join(missing)}]"
 
 
+def truth_from_record(record: Any, options: Any) -> FieldsTruth:
+    """Another backend's record as the truth (``--reference``): its values, and the gate it passes or fails."""
+    opts = options if isinstance(options, FieldsOptions) else FieldsOptions.model_validate(options or {})
+    if not isinstance(record, dict):
+        raise ValueError(f"the record is not an object ({type(record).__name__})")
+    gate = run_gate(record, opts.gate)
+    return FieldsTruth(record=dict(record), expected_missing_fields=gate.missing_fields, expected_blocking=gate.blocking)
+
+
 def score(extraction: Any, truth: FieldsTruth, ctx: ScoreContext) -> ScoreResult:
     opts = ctx.options if isinstance(ctx.options, FieldsOptions) else FieldsOptions.model_validate(ctx.options or {})
     record = extraction if isinstance(extraction, dict) else None  # anything else is "produced nothing"
@@ -411,5 +420,6 @@ SCORER = Scorer(
     truth_model=FieldsTruth,
     options_model=FieldsOptions,
     expected_extraction=lambda t: dict(t.record),
+    truth_from_record=truth_from_record,
     metrics=METRICS,
 )
