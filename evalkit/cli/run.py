@@ -12,8 +12,8 @@ from ..backends.spec import default_specs
 from ..errors import EXIT_OK, EvalkitError, UsageError
 from ..runfolder import INDEX
 from .app import main
-from .options import (ALLOW_UNPRICED, BACKEND, CORPUS, JUDGE_OPTIONS, MAX_CONCURRENCY, RUN_OPTIONS, SOURCES, apply,
-                      run_options)
+from .options import (ALLOW_UNPRICED, BACKEND, CORPUS, JUDGE_OPTIONS, MAX_CONCURRENCY, RUN_OPTIONS, SCOPE_OPTIONS,
+                      SOURCES, apply, run_options)
 from .summary import print_summary
 
 
@@ -61,13 +61,15 @@ RECORD = click.option("--record", multiple=True, metavar="NAME=PATH",
 @click.option("--backend", "backends", multiple=True, type=BACKEND, metavar="NAME=SPEC", help=BACKEND_HELP)
 @RECORD
 @click.option("--dry-run", is_flag=True,
-              help="Resolve backends and show calls, an upper bound of the cost, and guards; call nothing.")
+              help="Resolve backends and show calls, an upper bound of the cost, and guards; call nothing (exit 0).")
+@click.option("--strict", is_flag=True, help="With --dry-run: exit with the code of a guard that would abort the run.")
 @click.option("--max-usd", type=click.FloatRange(0), default=None, help="Stop before a call would pass this spend.")
 @ALLOW_UNPRICED
 @click.option("--prices", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Price table (YAML/JSON) overriding the built-in one (or $EVALKIT_PRICES).")
 @JUDGE_OPTIONS
 @RUN_OPTIONS
+@SCOPE_OPTIONS
 def run_cmd(backends, **given):
     """Extract, score and report every selected member; exit 0 only if all pass."""
     sys.exit(_run(run_options(backends=backends or default_specs(), **given)))
