@@ -230,6 +230,10 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
     run_dir = Path(opts.out or Path("runs") / default_run_id(labels))
     judge_resolved = (judging.resolve_judge(judging.JudgeConfig(opts.judge, judge_mode, opts.judge_cache), run_dir,
                                             resolved) if opts.judge else None)
+    judge_skipped = judging.missing_key(judge_resolved)
+    if judge_skipped:  # as the source harness: strict figures still count, judged ones stay null
+        print(f"evalkit: note: {judge_skipped}", file=sys.stderr)
+        judge_resolved = None
     outcomes: list[Outcome] = []
     cleared = gate_members(members, opts.sources, outcomes, labels)
     documents: dict[str, Document] = {m.key: read_document(paths) for m, paths in cleared}
@@ -308,6 +312,7 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
         "ontology_mode": ontology.mode if ontology else "freeform",
         **({"ontology": ontology.to_json()} if ontology else {}),
         **({"judge": judge_info} if judge_info else {}),
+        **({"judge": {"spec": opts.judge.redacted().spec, "skipped": judge_skipped}} if judge_skipped else {}),
     })
     if opts.notebooks:
         _score_in_notebooks(homes, tasks, run_dir, opts, progress)

@@ -1,4 +1,4 @@
-"""``openai:url=URL[,model=M][,schema_mode=json_schema|json_object|none]`` — any OpenAI-compatible server.
+"""``openai:url=URL|socket=PATH[,model=M][,schema_mode=json_schema|json_object|none]`` — any OpenAI-compatible server.
 
 Through the official ``openai`` SDK (``AsyncOpenAI``, chat completions). The
 task's JSON Schema is sent as ``response_format={"type": "json_schema", ...}``
@@ -10,7 +10,10 @@ that mode. ``schema_mode=none``
 sends no response_format and relies on the prompt and the JSON repair.
 
 Options: ``url`` (the server's ``/v1`` base URL; default: the SDK's, i.e.
-``OPENAI_BASE_URL`` or api.openai.com), ``model`` (default ``default``),
+``OPENAI_BASE_URL`` or api.openai.com), ``socket`` (a server listening on a Unix domain
+socket at PATH, such as a local llama.cpp or mlx server: the SDK's own HTTP client is
+given an httpx transport on that socket; the base URL is then ``url`` or
+``http://localhost/v1``, whose host only fills the Host header), ``model`` (default ``default``),
 ``schema_mode``, ``timeout`` (seconds per attempt, default 120),
 ``max_retries`` (the SDK's own retries on 408/409/429/5xx/timeouts, honouring
 ``retry-after``; default 4), ``strict`` (json_schema strict flag, default false),
@@ -22,8 +25,8 @@ A 400 naming ``max_completion_tokens`` (newer OpenAI models) switches the budget
 parameter to it; a 400 naming ``temperature`` (models that only take their
 default) drops temperature. Each happens once per backend and is remembered.
 
-The key comes from ``OPENAI_API_KEY``; a local server (a ``url`` was given) gets
-a dummy key when none is set. Without ``url`` the key is required.
+The key comes from ``OPENAI_API_KEY``; a local server (a ``url`` or a ``socket`` was
+given) gets a dummy key when none is set. Without either the key is required.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ SCHEMA_MODES = ("json_schema", "json_object", "none")
 DEFAULT_MODEL = "default"
 KEY_ENV = "OPENAI_API_KEY"
 DUMMY_KEY = "sk-no-key-required"
+SOCKET_BASE_URL = "http://localhost/v1"  # over a Unix socket the host only names the Host header
 
 
 class OpenAIBackend(LiveBackend):
@@ -50,16 +54,17 @@ class OpenAIBackend(LiveBackend):
 
     def __init__(self, label: str, url: str | None = None, model: str = DEFAULT_MODEL, schema_mode: str = "json_schema",
                  timeout_s: float = 120.0, max_retries: int = 4, strict: bool = False, merge_system: bool = False,
-                 prices=None):
+                 prices=None, socket: str | None = None):
         if schema_mode not in SCHEMA_MODES:
             raise UsageError(f"openai backend: schema_mode={schema_mode!r} (choose {', '.join(SCHEMA_MODES)})")
         key = os.environ.get(KEY_ENV)
-        if not key and not url:
-            raise BackendError(f"openai backend: {KEY_ENV} is not set (give url=... for a local server)")
+        if not key and not url and not socket:
+            raise BackendError(f"openai backend: {KEY_ENV} is not set (give url=... or socket=... for a local server)")
         self._key = key or DUMMY_KEY
-        self.url = url
+        self.url = url or (SOCKET_BASE_URL if socket else None)
+        self.socket = socket
         # What its artefacts record: the options that change the answers (not timeout, retries, strict).
-        opts = ({"url": url} if url else {}) | {"model": model}
+        opts = ({"url": url} if url else {}) | ({"socket": socket} if socket else {}) | {"model": model}
         if schema_mode != "json_schema":
             opts["schema_mode"] = schema_mode
         if merge_system:
@@ -80,6 +85,9 @@ class OpenAIBackend(LiveBackend):
         kwargs: dict[str, Any] = {"api_key": self._key, "timeout": self.timeout_s, "max_retries": self.max_retries}
         if self.url:
             kwargs["base_url"] = self.url
+        if self.socket:  # the SDK's own client (its defaults, retries, errors) over a Unix domain socket
+            transport = _httpx().AsyncHTTPTransport(uds=self.socket)
+            kwargs["http_client"] = import_sdk("openai").DefaultAsyncHttpxClient(transport=transport)
         client = AsyncOpenAI(**kwargs)
         self._no_retry_client = client.with_options(max_retries=0)
         return client
@@ -200,12 +208,17 @@ class OpenAIBackend(LiveBackend):
                        output_tokens=output_tokens, model=data.get("model") or None, raw_body=body)
 
 
-def _response_class() -> type:
-    try:  # the SDK generation installed here is built on httpx2; older ones on httpx
+def _httpx() -> Any:
+    """The HTTP library the SDK is built on: httpx2 for the generation installed here, httpx for older ones."""
+    try:
         import httpx2 as httpx_module
     except ImportError:  # pragma: no cover
         import httpx as httpx_module
-    return httpx_module.Response
+    return httpx_module
+
+
+def _response_class() -> type:
+    return _httpx().Response
 
 
 def _retryable(status: int) -> bool:
@@ -226,7 +239,7 @@ def _retry_delay(headers: Any) -> float:
 
 def make(spec: BackendSpec, ctx: BackendContext) -> OpenAIBackend:
     label, options = spec.label, spec.options
-    known = {"url", "model", "schema_mode", "timeout", "max_retries", "strict", "merge_system"}
+    known = {"url", "socket", "model", "schema_mode", "timeout", "max_retries", "strict", "merge_system"}
     unknown = set(options) - known
     if unknown:
         raise UsageError(f"openai backend: unknown option(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(known))})")
@@ -234,7 +247,8 @@ def make(spec: BackendSpec, ctx: BackendContext) -> OpenAIBackend:
         label, url=options.get("url") or None, model=options.get("model") or DEFAULT_MODEL,
         schema_mode=options.get("schema_mode", "json_schema"), timeout_s=option_float(options, "timeout", 120.0),
         max_retries=option_int(options, "max_retries", 4),
-        strict=_flag(options, "strict"), merge_system=_flag(options, "merge_system"))
+        strict=_flag(options, "strict"), merge_system=_flag(options, "merge_system"),
+        socket=options.get("socket") or None)
 
 
 def _flag(options: Mapping[str, str], key: str) -> bool:
@@ -244,5 +258,5 @@ def _flag(options: Mapping[str, str], key: str) -> bool:
     return value in ("1", "true", "yes")
 
 
-PROVIDER = Provider("openai", make, usage="openai:url=U[,model=M]", live=True, default_model=DEFAULT_MODEL,
-                    key_env=KEY_ENV, key_unless="url", rerecord="openai:url=<URL>,model={model}")
+PROVIDER = Provider("openai", make, usage="openai:url=U|socket=PATH[,model=M]", live=True, default_model=DEFAULT_MODEL,
+                    key_env=KEY_ENV, key_unless=("url", "socket"), rerecord="openai:url=<URL>,model={model}")

@@ -46,7 +46,7 @@ class Provider:
     live: bool = False  # calls a model or a pipeline: recordable, replayable, key-guarded, budgeted
     default_model: str | None = None  # the model when the spec gives no model= (None: the SPEC itself, as python:)
     key_env: str | None = None  # the environment variable its key comes from (a live call needs it)
-    key_unless: str | None = None  # an option that makes the key unnecessary (openai's url=: a local server)
+    key_unless: tuple[str, ...] = ()  # options that make the key unnecessary (openai's url=, socket=: a local server)
     metered: bool = True  # evalkit makes the calls itself, so prices and retries them (not a python pipeline)
     rerecord: str | None = None  # the spec that calls model {model} again, for a cassette miss's hint
 
@@ -56,9 +56,9 @@ class Provider:
 
     def missing_key(self, spec: BackendSpec, env: Mapping[str, str]) -> str | None:
         """Why a live call of `spec` cannot be made with `env` (its key is not set), or None."""
-        if not self.key_env or env.get(self.key_env) or (self.key_unless and spec.options.get(self.key_unless)):
+        if not self.key_env or env.get(self.key_env) or any(spec.options.get(k) for k in self.key_unless):
             return None
-        unless = f" (give {self.key_unless}=... for a local server)" if self.key_unless else ""
+        unless = f" (give {' or '.join(k + '=...' for k in self.key_unless)} for a local server)" if self.key_unless else ""
         return f"backend {spec.label}: {self.key_env} is not set{unless}"
 
 

@@ -42,8 +42,9 @@ def default_answer(body: dict[str, Any]) -> dict[str, Any]:
 
 class OpenAIFake(FakeServer):
     def __init__(self, latency: float = 0.0, reject_json_schema: bool = False,
-                 answer: Callable[[dict[str, Any]], Any] = default_answer, model: str | None = None):
-        super().__init__(self._handle)
+                 answer: Callable[[dict[str, Any]], Any] = default_answer, model: str | None = None,
+                 uds: str | None = None):
+        super().__init__(self._handle, uds=uds)
         self.latency = latency
         self.reject_json_schema = reject_json_schema
         self.answer = answer
