@@ -190,6 +190,9 @@ def summarize_calls(completions: list[Completion]) -> dict:
         "truncated_retry_succeeded": sum(1 for c in completions if c.truncated == "retry_succeeded"),
         "truncated_exhausted": sum(1 for c in completions if c.truncated == "exhausted"),
         "input_tokens": sum(c.input_tokens for c in completions),
+        "cache_read_tokens": sum(c.cache_read_tokens for c in completions),
+        "cache_write_tokens": sum(c.cache_write_tokens for c in completions),
+        "batched": sum(1 for c in completions if c.batch),
         "output_tokens": sum(c.output_tokens for c in completions),
         "usd": sum(c.usd for c in completions), "replayed": sum(1 for c in completions if c.replayed),
     }

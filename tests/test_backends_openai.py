@@ -44,6 +44,20 @@ def test_request_shape_usage_and_cost(oai, monkeypatch):
     assert c.latency_s > 0
 
 
+def test_automatic_prefix_caching_is_reported_and_priced(oai, monkeypatch):
+    """OpenAI caches a shared prefix by itself: the second call's usage.prompt_tokens_details.cached_tokens is
+    recorded as cache reads, priced at the cached-input rate (gpt-4o-mini: half of input), nothing else sent."""
+    monkeypatch.setenv("OPENAI_API_KEY", PLANTED_OPENAI)
+    backends = build_backends(specs(spec(oai)))
+    first, second = run_jobs([Job(backends[0], req("demo/m1")), Job(backends[0], req("demo/m2", user="x"))],
+                             max_concurrency=1)
+    assert first.cache_read_tokens == 0 and first.cache_write_tokens == 0
+    assert second.cache_read_tokens == len("You extract structured data.") // 4 > 0
+    plain = second.input_tokens - second.cache_read_tokens
+    assert second.usd == pytest.approx((plain * 0.15 + second.cache_read_tokens * 0.075 + second.output_tokens * 0.6) / 1e6)
+    assert all("cache_control" not in json.dumps(b) for b in oai.completions())
+
+
 def test_llama_cpp_dialect_fallback_is_remembered(tmp_path):
     with OpenAIFake(reject_json_schema=True) as server:
         backends = build_backends(specs(spec(server)))

@@ -21,6 +21,10 @@ given an httpx transport on that socket; the base URL is then ``url`` or
 formats that silently drop system messages, such as llama.cpp's ``gemma``;
 default false). None of these options is part of a cassette key.
 
+Prompt caching is the server's: OpenAI caches a prompt prefix of 1024 tokens or more by itself (the
+system message, then the user message, come in that order: what a task's members share comes
+first). ``usage.prompt_tokens_details.cached_tokens`` is recorded and priced at the cached rate.
+
 A 400 naming ``max_completion_tokens`` (newer OpenAI models) switches the budget
 parameter to it; a 400 naming ``temperature`` (models that only take their
 default) drops temperature. Each happens once per backend and is remembered.
@@ -200,12 +204,15 @@ class OpenAIBackend(LiveBackend):
             usage = data.get("usage") or {}
             input_tokens = int(usage.get("prompt_tokens") or 0)
             output_tokens = int(usage.get("completion_tokens") or 0)
+            # automatic prefix caching: the part of prompt_tokens served from the cache (no write charge)
+            cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             return Attempt(error=f"unreadable response body from {self.provider} server: {body}",
                            error_class="malformed", raw_body=body)
         return Attempt(content=content if isinstance(content, str) else (json.dumps(content) if content else None),
                        finish_reason=finish, truncated=finish == "length", input_tokens=input_tokens,
-                       output_tokens=output_tokens, model=data.get("model") or None, raw_body=body)
+                       output_tokens=output_tokens, cache_read_tokens=cached, model=data.get("model") or None,
+                       raw_body=body)
 
 
 def _httpx() -> Any:
@@ -259,4 +266,5 @@ def _flag(options: Mapping[str, str], key: str) -> bool:
 
 
 PROVIDER = Provider("openai", make, usage="openai:url=U|socket=PATH[,model=M]", live=True, default_model=DEFAULT_MODEL,
-                    key_env=KEY_ENV, key_unless=("url", "socket"), rerecord="openai:url=<URL>,model={model}")
+                    key_env=KEY_ENV, key_unless=("url", "socket"), rerecord="openai:url=<URL>,model={model}",
+                    prompt_cache_min=1024)

@@ -7,6 +7,11 @@ characters/4. Scripted actions as in `openai_fake` (``status``/``headers``,
 "max_tokens"`` with a partial tool input), ``{"text": "..."}`` (a text block
 instead of a tool call), ``{"input": {...}}`` (this tool input) and
 ``{"stop": "..."}`` (this stop reason).
+
+Prompt caching as the API does it, in miniature: a request with a ``cache_control`` breakpoint
+(on the system prompt or the tool) caches its prefix (tools + system): the first such request
+reports that prefix as ``cache_creation_input_tokens``, every later one with the same prefix as
+``cache_read_input_tokens`` (characters/4; ``input_tokens`` is then the rest), whatever its length.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ class AnthropicFake(FakeServer):
         super().__init__(self._handle)
         self.latency = latency
         self.answer = answer
+        self.cached: set[str] = set()  # prompt prefixes in the fake's prompt cache
 
     def messages(self) -> list[dict[str, Any]]:
         with self.lock:
@@ -56,11 +62,23 @@ class AnthropicFake(FakeServer):
             content = [{"type": "tool_use", "id": "toolu_fake", "name": tool,
                         "input": action.get("input") or self.answer(body)}]
             stop = action.get("stop", "tool_use")
-        prompt_chars = len(str(body.get("system", ""))) + sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
-        out_chars = len(json.dumps(content))
-        return HTTPResponse(200, {
-            "id": "msg_fake", "type": "message", "role": "assistant",
-            "model": action.get("model") or body.get("model", "claude-fake"),
-            "content": content, "stop_reason": stop, "stop_sequence": None,
-            "usage": {"input_tokens": prompt_chars // 4, "output_tokens": out_chars // 4},
-        }, headers=action.get("headers", {}), delay=delay)
+        return HTTPResponse(200, self.message(body, content, stop, action.get("model")),
+                            headers=action.get("headers", {}), delay=delay)
+
+    def message(self, body: dict[str, Any], content: list[dict[str, Any]], stop: str, model: str | None = None
+                ) -> dict[str, Any]:
+        """A Messages API answer with its usage, prompt caching included (see module docstring)."""
+        system = body.get("system", "")
+        system_text = system if isinstance(system, str) else "".join(b.get("text", "") for b in system)
+        prefix = json.dumps(body.get("tools", []), sort_keys=True) + system_text
+        prompt_chars = len(system_text) + sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
+        usage = {"input_tokens": prompt_chars // 4, "output_tokens": len(json.dumps(content)) // 4}
+        if "cache_control" in json.dumps([system, body.get("tools", [])]):
+            with self.lock:
+                hit = prefix in self.cached
+                self.cached.add(prefix)
+            cached = len(prefix) // 4
+            usage["input_tokens"] = max(0, usage["input_tokens"] - len(system_text) // 4)
+            usage["cache_read_input_tokens" if hit else "cache_creation_input_tokens"] = cached
+        return {"id": "msg_fake", "type": "message", "role": "assistant", "model": model or body.get("model", "claude-fake"),
+                "content": content, "stop_reason": stop, "stop_sequence": None, "usage": usage}

@@ -11,6 +11,9 @@ Default answer: a JSON object made from the request (deterministic), with
     {"content": "...", "finish": "length"}               a chosen answer / finish reason
     {"model": "...", "headers": {...}}                   a chosen reported model id / response headers
 
+Automatic prefix caching in miniature: a request whose system message was seen before reports it
+(characters/4) as ``usage.prompt_tokens_details.cached_tokens``.
+
 ``reject_json_schema=True`` mimics llama.cpp's server: a 500 naming
 ``response_format`` whenever ``response_format.type == "json_schema"``.
 
@@ -49,6 +52,7 @@ class OpenAIFake(FakeServer):
         self.reject_json_schema = reject_json_schema
         self.answer = answer
         self.model = model
+        self.seen_prefixes: set[str] = set()  # system messages answered before: the fake's prompt cache
 
     def completions(self) -> list[dict[str, Any]]:
         with self.lock:
@@ -74,12 +78,17 @@ class OpenAIFake(FakeServer):
         content = action["content"] if "content" in action else json.dumps(self.answer(body))
         finish = action.get("finish", "stop")
         prompt_chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
+        system = next((str(m.get("content", "")) for m in body.get("messages", []) if m.get("role") == "system"), "")
+        with self.lock:
+            cached = len(system) // 4 if system in self.seen_prefixes else 0
+            self.seen_prefixes.add(system)
         return HTTPResponse(200, {
             "id": "chatcmpl-fake", "object": "chat.completion", "created": 1700000000,
             "model": action.get("model") or self.model or body.get("model", "fake-model"),
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
             "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(content) // 4 + 1,
-                      "total_tokens": prompt_chars // 4 + len(content) // 4 + 1},
+                      "total_tokens": prompt_chars // 4 + len(content) // 4 + 1,
+                      "prompt_tokens_details": {"cached_tokens": cached}},
         }, headers=action.get("headers", {}), delay=delay)
 
 
