@@ -254,15 +254,18 @@ def _apply(options):
 @ALLOW_UNPRICED
 @click.option("--prices", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Price table (YAML/JSON) overriding the built-in one (or $EVALKIT_PRICES).")
+@click.option("--batch", is_flag=True,
+              help="anthropic / openai: send the uncached calls through the provider's batch API (half price, "
+                   "answers within 24 h); an interrupted run resumes its batches.")
 @_apply(JUDGE_OPTIONS)
 @_apply(RUN_OPTIONS)
-def run_cmd(backends, record, dry_run, max_usd, allow_unpriced, prices, corpus, sources, tasks, only, out, threshold,
-            workers, max_concurrency, html, update_board, board, judge, judge_mode, judge_cache, ontology,
+def run_cmd(backends, record, dry_run, max_usd, allow_unpriced, prices, batch, corpus, sources, tasks, only, out,
+            threshold, workers, max_concurrency, html, update_board, board, judge, judge_mode, judge_cache, ontology,
             ontology_mode):
     """Extract, score and report every selected member; exit 0 only if all pass."""
     _run(corpus, sources, tasks, only, backends or default_backends(), out, threshold, workers, max_concurrency,
          html, update_board, board, record, dry_run, max_usd, prices, allow_unpriced, judge=judge,
-         judge_mode=judge_mode, judge_cache=judge_cache, ontology=ontology, ontology_mode=ontology_mode)
+         judge_mode=judge_mode, judge_cache=judge_cache, ontology=ontology, ontology_mode=ontology_mode, batch=batch)
 
 
 @main.command("compare")

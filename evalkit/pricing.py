@@ -183,12 +183,13 @@ class PriceTable:
         write = price.input if price.cache_write is None else price.cache_write
         return prefix_tokens * ((requests - 1) * (price.input - read) - (write - price.input)) / 1_000_000
 
-    def bound(self, model: str, prompt_chars: int, budgets: Sequence[int], sends: int = 1) -> float:
+    def bound(self, model: str, prompt_chars: int, budgets: Sequence[int], sends: int = 1, batch: bool = False) -> float:
         """Upper bound of one request's cost before it is made: one call per output budget in
         `budgets` (the first call and any retry evalkit makes), each sent up to `sends` times,
-        every send billed chars/4 prompt tokens and its whole output budget."""
+        every send billed chars/4 prompt tokens and its whole output budget (`batch`: the first
+        call at the batch rate; a truncation retry is a live call)."""
         prompt = estimate_tokens(prompt_chars)
-        return sends * sum(self.cost(model, prompt, budget) for budget in budgets)
+        return sends * sum(self.cost(model, prompt, budget, batch=batch and i == 0) for i, budget in enumerate(budgets))
 
 
 def estimate_tokens(chars: int) -> int:

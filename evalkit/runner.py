@@ -77,6 +77,7 @@ class RunOptions:
     judge_cache: Path | None = None  # --judge-cache PATH (default <run folder's parent>/judge-cache.jsonl)
     ontology: Path | None = None  # run only: --ontology PATH (evalkit.ontology)
     ontology_mode: str | None = None  # --ontology-mode open|strict
+    batch: bool = False  # run only: --batch, provider batch APIs for the uncached calls (evalkit.backends.batch)
 
 
 @dataclass
@@ -240,7 +241,7 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
     requests = [render_request(m.task, m, documents[m.key], ontology) for m, _ in cleared]
     prices = PriceTable(path=opts.prices) if opts.prices else None
     budgeted = (opts.dry_run or opts.max_usd is not None) and not opts.allow_unpriced
-    the_plan = plan(resolved, requests, prices, require_prices=budgeted, judge=judge_resolved)
+    the_plan = plan(resolved, requests, prices, require_prices=budgeted, judge=judge_resolved, batch=opts.batch)
     if opts.dry_run:
         return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), plan=the_plan)
     if not cleared:  # nothing passed the gate: construct no backend at all
@@ -274,6 +275,12 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
         runfolder.write_extraction(home.dir, extraction_record(home.member, job.backend, job.request, completion,
                                                                ontology))
 
+    if opts.batch and jobs:  # the uncached calls as provider batches; the pool then serves (and counts) their answers
+        from .backends.batch import prefill
+
+        batched = prefill(jobs, run_dir, opts.max_usd)
+        home_of = {id(new): home_of[id(old)] for old, new in zip(jobs, batched)}
+        jobs = batched
     tick = progress("extracting", len(jobs)) if progress else None
     try:
         pool = run_pool(jobs, opts.max_concurrency, on_done=keep, progress=(lambda *a: tick()) if tick else None,
@@ -326,6 +333,7 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
     outcomes += [_outcome(h, runfolder.read_score(h.dir)) for h in homes]
     if judge_resolved is not None:
         judging.print_messages(phase.messages)
+    runfolder.clear_batches(run_dir)
     runfolder.mark_finished(run_dir)
     return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), reused=done.reused)
 

@@ -105,6 +105,35 @@ class AnthropicBackend(LiveBackend):
             return Attempt(error=f"{type(e).__name__}: {e}", raw_body=str(e))
         return self._read(await response_text(raw))
 
+    # -- Message Batches (--batch: `evalkit.backends.batch`) ---------------------------------------------
+    batch_limit = 100_000  # requests per Message Batch (the API's limit; 256 MB is the other)
+
+    async def batch_submit(self, entries: list[tuple[str, Request]]) -> str:
+        batch = await self.client().messages.batches.create(
+            requests=[{"custom_id": cid, "params": self.params(r, r.max_tokens)} for cid, r in entries])
+        return batch.id
+
+    async def batch_status(self, batch_id: str) -> tuple[bool, int, str]:
+        """(ended, requests answered so far, status)."""
+        batch = await self.client().messages.batches.retrieve(batch_id)
+        c = batch.request_counts
+        return batch.processing_status == "ended", c.succeeded + c.errored + c.canceled + c.expired, \
+            batch.processing_status
+
+    async def batch_results(self, batch_id: str) -> dict[str, Attempt]:
+        """custom_id → its answer as an `Attempt` (an errored, canceled or expired request: an error)."""
+        out: dict[str, Attempt] = {}
+        async for line in await self.client().messages.batches.results(batch_id):
+            result = line.result
+            if result.type == "succeeded":
+                out[line.custom_id] = self._read(json.dumps(result.message.model_dump(mode="json")))
+            else:
+                error = getattr(result, "error", None)
+                detail = json.dumps(error.model_dump(mode="json")) if error is not None else ""
+                out[line.custom_id] = Attempt(error=f"batch request {result.type} at anthropic: {detail}".rstrip(": "),
+                                              raw_body=detail)
+        return out
+
     def _read(self, body: str) -> Attempt:
         try:
             data = json.loads(body)
@@ -145,4 +174,4 @@ def make(spec: BackendSpec, ctx: BackendContext) -> AnthropicBackend:
 
 
 PROVIDER = Provider("anthropic", make, usage="anthropic[:model=M]", live=True, default_model=DEFAULT_MODEL,
-                    key_env=KEY_ENV, rerecord="anthropic:model={model}", prompt_cache_min=1024)
+                    key_env=KEY_ENV, rerecord="anthropic:model={model}", prompt_cache_min=1024, batch=True)

@@ -683,7 +683,10 @@ class RecordingBackend:
         if rec is not None:
             self.replayed += 1
             return completion_from_record(rec)
-        completion = await self.inner.complete(request)
+        return self.keep(request, await self.inner.complete(request), key)
+
+    def keep(self, request: Request, completion: Completion, key: str | None = None) -> Completion:
+        """Append what a call of `request` gave, as the recording rules say (also a provider batch's answer)."""
         usable = completion.parse in ("clean", "recovered") and completion.truncated != "exhausted"
         if completion.error is None and (usable or self.keep_failed_responses):
             self.cassette.append(make_record(request, self.model, self.provider, completion, key))

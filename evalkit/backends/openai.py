@@ -50,6 +50,7 @@ SCHEMA_MODES = ("json_schema", "json_object", "none")
 DEFAULT_MODEL = "default"
 KEY_ENV = "OPENAI_API_KEY"
 DUMMY_KEY = "sk-no-key-required"
+BATCH_ENDED = ("completed", "failed", "expired", "cancelled")
 SOCKET_BASE_URL = "http://localhost/v1"  # over a Unix socket the host only names the Host header
 
 
@@ -192,6 +193,46 @@ class OpenAIBackend(LiveBackend):
         return await self._create(client.with_options(max_retries=self.max_retries - 1), request, max_tokens,
                                   self.schema_mode)
 
+    # -- the Batch API (--batch: `evalkit.backends.batch`) -------------------------------------------------
+    batch_limit = 50_000  # requests per batch input file (the API's limit; 200 MB is the other)
+
+    async def batch_submit(self, entries: list[tuple[str, Request]]) -> str:
+        lines = [json.dumps({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions",
+                             "body": self._body(r, r.max_tokens, self.schema_mode)}) for cid, r in entries]
+        client = self.client()
+        uploaded = await client.files.create(file=("evalkit-batch.jsonl", "\n".join(lines).encode("utf-8"),
+                                                   "application/jsonl"), purpose="batch")
+        batch = await client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions",
+                                            completion_window="24h")
+        return batch.id
+
+    async def batch_status(self, batch_id: str) -> tuple[bool, int, str]:
+        """(ended, requests answered so far, status)."""
+        batch = await self.client().batches.retrieve(batch_id)
+        c = batch.request_counts
+        return batch.status in BATCH_ENDED, (c.completed + c.failed) if c else 0, batch.status
+
+    async def batch_results(self, batch_id: str) -> dict[str, Attempt]:
+        """custom_id → its answer as an `Attempt` (a non-200 answer or an error-file line: an error)."""
+        client = self.client()
+        batch = await client.batches.retrieve(batch_id)
+        out: dict[str, Attempt] = {}
+        for file_id in (batch.output_file_id, batch.error_file_id):
+            if not file_id:
+                continue
+            for line in (await client.files.content(file_id)).text.splitlines():
+                if not line.strip():
+                    continue
+                row = json.loads(line)
+                response = row.get("response") or {}
+                if row.get("error") or response.get("status_code") != 200:
+                    detail = json.dumps(row.get("error") or response.get("body"))
+                    out[row["custom_id"]] = Attempt(error=f"HTTP {response.get('status_code')} from {self.provider} "
+                                                          f"batch: {detail}", raw_body=detail)
+                else:
+                    out[row["custom_id"]] = self._read(json.dumps(response.get("body")))
+        return out
+
     def _read(self, body: str) -> Attempt:
         try:
             data = json.loads(body)
@@ -267,4 +308,4 @@ def _flag(options: Mapping[str, str], key: str) -> bool:
 
 PROVIDER = Provider("openai", make, usage="openai:url=U|socket=PATH[,model=M]", live=True, default_model=DEFAULT_MODEL,
                     key_env=KEY_ENV, key_unless=("url", "socket"), rerecord="openai:url=<URL>,model={model}",
-                    prompt_cache_min=1024)
+                    prompt_cache_min=1024, batch=True)

@@ -348,7 +348,7 @@ def price_guard(r: Resolved, table: PriceTable) -> Guard | None:
 
 
 def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: PriceTable | None = None, *,
-         require_prices: bool = False, judge: Resolved | None = None) -> Plan:
+         require_prices: bool = False, judge: Resolved | None = None, batch: bool = False) -> Plan:
     """What a run of `requests` through every resolved backend (and `judge`, whose requests depend on the
     extractions: guards only) would do. Makes no calls, writes nothing.
 
@@ -367,6 +367,7 @@ def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: Pric
         retries = _max_retries(r)
         misses: list[tuple[Request, str]] = []
         called: list[Request] = []
+        batched = batch and r.provider.batch and r.mode in ("live", "record")  # --batch: first calls at its rate
         models = [r.model] if r.model else (cas.models() if cas is not None else [])
         for req in requests:
             if r.mode in ("replay", "record") and cas is not None:
@@ -385,14 +386,17 @@ def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: Pric
                 tok_in += estimate_tokens(chars)
                 tok_out += req.max_tokens
                 if r.provider.metered:
-                    usd += table.bound(r.model or "", chars, call_budgets(req.max_tokens), sends=1 + retries)
-                    pass_usd += table.bound(r.model or "", chars, [req.max_tokens])
+                    usd += table.bound(r.model or "", chars, call_budgets(req.max_tokens), sends=1 + retries,
+                                       batch=batched)
+                    pass_usd += table.bound(r.model or "", chars, [req.max_tokens], batch=batched)
         if require_prices and calls and (unpriced := price_guard(r, table)):
             guards.append(unpriced)
         prefix, saving = cache_saving(r, called, table) if r.provider.metered else (0, 0.0)
         notes = list(r.notes)
         if r.via_env:
             notes.append(f"{r.mode} chosen by {r.via_env}")
+        if batched and calls:
+            notes.append(f"--batch: {calls} request(s) in provider batches, priced at the batch rate")
         if misses and cas is not None:
             first_req, first_key = misses[0]
             members = ", ".join(m.member for m, _ in misses[:5]) + (" ..." if len(misses) > 5 else "")
