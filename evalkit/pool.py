@@ -134,6 +134,11 @@ def run_pool(jobs: list[Job], max_concurrency: int = 8, on_done: Callable[[Job, 
     return _run_loop(run_pool_async(jobs, max_concurrency, on_done, progress=progress, max_usd=max_usd, close=close))
 
 
+def run_async(coro):
+    """Run `coro` to completion in a new event loop: the loop every pool of calls runs in."""
+    return _run_loop(coro)
+
+
 def _run_loop(coro):
     # uvloop (where it installs: not on Windows) halves the event loop's per-call CPU, which is
     # what bounds throughput once many calls are in flight on a small machine.

@@ -277,8 +277,11 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
 
     if opts.batch and jobs:  # the uncached calls as provider batches; the pool then serves (and counts) their answers
         from .backends.batch import prefill
+        from .pool import run_async
 
-        batched = prefill(jobs, run_dir, opts.max_usd)
+        wrapped = run_async(prefill([(j.backend, j.request) for j in jobs], runfolder.read_batches(run_dir),
+                                    lambda state: runfolder.write_batches(run_dir, state), opts.max_usd))
+        batched = [Job(wrapped.get(id(j.backend), j.backend), j.request) for j in jobs]
         home_of = {id(new): home_of[id(old)] for old, new in zip(jobs, batched)}
         jobs = batched
     tick = progress("extracting", len(jobs)) if progress else None

@@ -18,6 +18,7 @@ import pytest
 from corpus_factory import specs
 from evalkit import runfolder
 from evalkit.backends.batch import prefill
+from evalkit.pool import run_async
 from evalkit.backends.cassette import load_records
 from evalkit.backends.failures import read_failures
 from evalkit.backends.resolve import build_backends
@@ -81,8 +82,9 @@ def test_openai_batch_records_into_the_cassette_and_errors_are_failures(tmp_path
         backend = build_backends(specs(spec), [f"o={cas}"])[0]
         requests = [req("d/m1", user="doc one"), req("d/m2", user="doc two BATCH-ERROR"), req("d/m3", user="doc three"),
                     req("d/m1b", user="doc one")]  # an identical request: one batch entry, answered twice
-        jobs = prefill([Job(backend, r) for r in requests], tmp_path / "run")
-        out = run_jobs(jobs)
+        saved = []
+        (wrapped,) = run_async(prefill([(backend, r) for r in requests], {}, lambda s: saved.append(json.dumps(s)))).values()
+        out = run_jobs([Job(wrapped, r) for r in requests])
         assert server.batch_creates() == 1 and not server.completions()  # no call made one by one
         (line,) = [json.loads(x) for x in server.files["file-fake1"].decode().splitlines() if "doc one" in x]
         assert line["body"]["model"] == "gpt-4o-mini" and line["url"] == "/v1/chat/completions"
@@ -96,6 +98,8 @@ def test_openai_batch_records_into_the_cassette_and_errors_are_failures(tmp_path
     records = load_records(cas)
     assert sorted(r["member"] for r in records) == ["d/m1", "d/m1b", "d/m3"]
     assert all(r["response"]["batch"] for r in records)
+    (saved_state,) = saved  # written once, when the batch was submitted: its id and the keys it holds
+    assert [len(b["keys"]) for b in json.loads(saved_state)["o"]] == [3]
     # the cassette replays the batch's answers: no provider at all
     replay = build_backends(specs(f"o=cassette:path={cas}"))[0]
     again = run_jobs([Job(replay, r) for r in (requests[0], requests[2])])

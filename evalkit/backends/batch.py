@@ -11,12 +11,14 @@ rate (`pricing`), and are recorded into the cassette at once when the backend re
 the batch errored, canceled, expired or left without an answer is an error `Completion` like any
 failed call (`evalkit.status` classifies it).
 
-Resuming: each batch's id and keys are written to the run folder (`runfolder.write_batches`) the
-moment it is submitted. A run into that folder again (after a crash or SIGKILL) polls those batches
-instead of submitting their requests again; only requests no batch holds are submitted.
+Resuming: each batch's id and keys are written to the run folder (the runner passes
+`runfolder.read_batches` / `write_batches`: this module names no file) the moment it is submitted. A run into that folder again (after a crash or SIGKILL) polls those batches
+instead of submitting their requests again; only requests no batch holds are submitted. (The one
+window left: a kill after the provider accepted a batch and before its id is on disk — one small
+file write — would submit those requests again on resume.)
 
-`prefill` runs the phase and returns the jobs for the pool with each batched backend wrapped in
-`Batched`, which answers from the batch (or passes on: cassette replay, the calls a budget held back).
+`prefill` runs the phase and returns each batched backend wrapped in `Batched`, which answers from
+the batch (or passes on: cassette replay, the calls a budget held back); the runner hands those to the pool.
 """
 
 from __future__ import annotations
@@ -26,10 +28,8 @@ import os
 import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .. import runfolder
 from ..redact import scrub_answer
 from .base import Completion, Request
 from .cassette import RecordingBackend, cassette_key
@@ -69,37 +69,29 @@ def batchable(backend: Any) -> bool:
     return callable(getattr(live, "batch_submit", None))
 
 
-def prefill(jobs: Sequence[Any], run_dir: Path, max_usd: float | None = None,
-            say: Callable[[str], None] | None = None) -> list[Any]:
-    """Run every batchable backend's requests among `jobs` as provider batches; return the jobs with those
-    backends wrapped in `Batched` (the pool counts a batch answer's cost against --max-usd as it serves it)."""
-    from ..pool import Job, _run_loop
-
+async def prefill(work: Sequence[tuple[Any, Request]], state: dict[str, Any], save: Callable[[dict[str, Any]], None],
+                  max_usd: float | None = None, say: Callable[[str], None] | None = None) -> dict[int, Batched]:
+    """Send the requests of every batchable backend among `work` ((backend, request) pairs) as provider batches;
+    return each such backend wrapped in `Batched`, by ``id(backend)``. `state` is what the run folder keeps of
+    its batches (by label) and `save` writes it back: both the caller's (`runfolder.read_batches` /
+    `write_batches`). The pool counts a batch answer's cost against --max-usd as it serves it."""
     say = say or (lambda line: print(line, file=sys.stderr, flush=True))
     by_backend: dict[int, tuple[Any, list[Request]]] = {}
-    for job in jobs:
-        if batchable(job.backend):
-            by_backend.setdefault(id(job.backend), (job.backend, []))[1].append(job.request)
+    for backend, request in work:
+        if batchable(backend):
+            by_backend.setdefault(id(backend), (backend, []))[1].append(request)
     if not by_backend:
         say("evalkit: note: --batch: no backend here has a batch API (anthropic, openai); calls are made one by one")
-        return list(jobs)
-    state = runfolder.read_batches(run_dir)
-
-    async def phase() -> list[dict[str, Completion]]:
-        try:
-            return await asyncio.gather(*(_collect(b, reqs, run_dir, state, max_usd, say)
-                                          for b, reqs in by_backend.values()))
-        finally:
-            for b, _ in by_backend.values():  # its SDK client belongs to this loop
-                live = b.inner if isinstance(b, RecordingBackend) else b
-                await live.aclose()
-
-    answers = _run_loop(phase())
-    wrapped = {key: Batched(b, found) for key, (b, _), found in zip(by_backend, by_backend.values(), answers)}
-    return [Job(wrapped[id(j.backend)], j.request) if id(j.backend) in wrapped else j for j in jobs]
+        return {}
+    try:
+        answers = await asyncio.gather(*(_collect(b, reqs, state, save, max_usd, say) for b, reqs in by_backend.values()))
+    finally:
+        for b, _ in by_backend.values():  # its SDK client belongs to this event loop
+            await (b.inner if isinstance(b, RecordingBackend) else b).aclose()
+    return {key: Batched(b, found) for (key, (b, _)), found in zip(by_backend.items(), answers)}
 
 
-async def _collect(backend: Any, requests: list[Request], run_dir: Path, state: dict[str, Any],
+async def _collect(backend: Any, requests: list[Request], state: dict[str, Any], save: Callable[[dict[str, Any]], None],
                    max_usd: float | None, say: Callable[[str], None]) -> dict[str, Completion]:
     recorder = backend if isinstance(backend, RecordingBackend) else None
     live = recorder.inner if recorder else backend
@@ -124,7 +116,7 @@ async def _collect(backend: Any, requests: list[Request], run_dir: Path, state: 
         chunk = fresh[start:start + live.batch_limit]
         batch_id = await live.batch_submit([(key, wanted[key][0]) for key in chunk])
         mine.append({"id": batch_id, "keys": chunk})
-        runfolder.write_batches(run_dir, state)  # before anything else: a kill from here on resumes it
+        save(state)  # before anything else: a kill from here on resumes it
     pending = [b for b in mine if any(k in wanted for k in b["keys"])]
     total = sum(1 for b in pending for k in b["keys"] if k in wanted)
     answers: dict[str, Completion] = {}
