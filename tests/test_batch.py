@@ -89,8 +89,9 @@ def test_openai_batch_records_into_the_cassette_and_errors_are_failures(tmp_path
         (line,) = [json.loads(x) for x in server.files["file-fake1"].decode().splitlines() if "doc one" in x]
         assert line["body"]["model"] == "gpt-4o-mini" and line["url"] == "/v1/chat/completions"
     ok = [out[0], out[2], out[3]]
-    assert all(c.error is None and c.parse == "clean" and c.batch and c.calls == 1 for c in ok)
-    assert out[3].record == out[0].record
+    assert all(c.error is None and c.parse == "clean" and c.batch for c in ok)
+    assert out[0].calls == out[2].calls == 1 and out[0].usd > 0
+    assert out[3].record == out[0].record and out[3].calls == 0 and out[3].usd == 0  # one entry, billed once
     assert out[1].record is None and out[1].error.startswith("HTTP 400 from openai batch")
     status = extraction_status(out[1], "openai")
     assert status["status"] == "error" and status["cause"] == "provider_error"

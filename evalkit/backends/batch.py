@@ -30,10 +30,12 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
+from ..errors import UsageError
 from ..redact import scrub_answer
 from .base import Completion, Request
 from .cassette import RecordingBackend, cassette_key
 from .live import Attempt
+from .providers import provider
 
 POLL_ENV = "EVALKIT_BATCH_POLL_S"
 POLL_FIRST_S = 2.0
@@ -46,6 +48,7 @@ class Batched:
 
     def __init__(self, backend: Any, answers: dict[str, Completion]):
         self.backend, self.answers = backend, answers
+        self.served: set[str] = set()
         self.label, self.spec, self.model = backend.label, backend.spec, backend.model
         self.provider = getattr(backend, "provider", None)
 
@@ -56,17 +59,30 @@ class Batched:
         return estimate(request) if estimate else 0.0
 
     async def complete(self, request: Request) -> Completion:
-        answer = self.answers.get(cassette_key(request, self.model))
-        return replace(answer) if answer is not None else await self.backend.complete(request)
+        key = cassette_key(request, self.model)
+        answer = self.answers.get(key)
+        if answer is None:
+            return await self.backend.complete(request)
+        if key in self.served:  # an identical request: the batch answered (and billed) it once
+            return again(answer)
+        self.served.add(key)
+        return replace(answer)
 
     async def aclose(self) -> None:
         await self.backend.aclose()
 
 
+def again(answer: Completion) -> Completion:
+    """The batch's answer to an identical request served once more: no call made, nothing billed."""
+    return replace(answer, usd=0.0, calls=0)
+
+
 def batchable(backend: Any) -> bool:
-    """A live backend (recording or not) whose provider has a batch API."""
-    live = backend.inner if isinstance(backend, RecordingBackend) else backend
-    return callable(getattr(live, "batch_submit", None))
+    """A live backend (recording or not) whose provider has a batch API (`Provider.batch`)."""
+    try:
+        return provider(getattr(backend, "provider", None) or "").batch
+    except UsageError:
+        return False
 
 
 async def prefill(work: Sequence[tuple[Any, Request]], state: dict[str, Any], save: Callable[[dict[str, Any]], None],
@@ -135,8 +151,8 @@ async def _collect(backend: Any, requests: list[Request], state: dict[str, Any],
                     error=f"batch {batch['id']} ended ({status}) without an answer for this request")
                 request = wanted[key][0]
                 answer = await live.finish(request, scrub_answer(attempt), started, batch=True)
-                for same in wanted[key] if recorder else ():  # one record per request, so replay serves each
-                    recorder.keep(same, answer, key)
+                for i, same in enumerate(wanted[key] if recorder else ()):  # one record each: replay serves each
+                    recorder.keep(same, answer if i == 0 else again(answer), key)
                 answers[key] = answer
             pending.remove(batch)
         ids = ", ".join(b["id"] for b in mine if any(k in wanted for k in b["keys"]))
