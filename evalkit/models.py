@@ -50,6 +50,8 @@ class TaskSpec(Strict):
     scoring: dict[str, Any] = Field(default_factory=dict)  # validated by the scorer
     threshold: float = Field(0.9, ge=0.0, le=1.0)
     settings: Settings = Settings()
+    # false: a corpus without truth; its members are scored only against another backend (`--reference`)
+    truth: bool = True
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -139,7 +141,7 @@ class Manifest(Strict):
     # Omitted only in private (BYOM) corpora: a local sidecar is seeded then.
     sha256: str | dict[str, str] | None = None
     license: Licence
-    truth_provenance: Provenance
+    truth_provenance: Provenance | None = None  # required when the task has truth (`corpus.load_member`)
     heldout: bool = False
     notes: str | None = None
     truth: TruthPointer | None = None  # default: truth.yaml in the member folder

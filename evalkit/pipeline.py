@@ -23,7 +23,7 @@ from .jsonio import canonical_sha
 from .outschema import top_key, violations
 from .scoring import ScoreContext, ScoreResult
 from .sources import Document, check_integrity, read_document
-from .status import SCORING_CRASH, Failed, extraction_status, failure_of
+from .status import REFERENCE_FAILED, SCORING_CRASH, Failed, extraction_status, failure_of
 
 SCHEMA_INVALID = "schema_invalid"  # the parse outcome of a record that breaks the task's output schema
 
@@ -161,41 +161,84 @@ def extract_member(task: str, member: str, backend: BackendSpec, corpus: str | P
     return data
 
 
+def member_request(task: str, member: str, corpus: str | Path | None = None, sources: str | Path | None = None,
+                   out: str | Path = ".") -> tuple[Document, Request]:
+    """(document, request) of one member's extraction in `out`: what the member page shows the backend
+    received (the request rendered again, under the ontology extraction.json records, if any)."""
+    m = locate(task, member, corpus)
+    document = read_document(check_integrity(m, sources_dir(sources)))
+    ontology = None
+    if (Path(out) / runfolder.EXTRACTION).exists():
+        recorded = runfolder.read_extraction(out).get("ontology")
+        if recorded:
+            from .ontology import Ontology
+
+            ontology = Ontology.from_json(recorded)
+    return document, render_request(m.task, m, document, ontology)
+
+
 def score_member(task: str, member: str, corpus: str | Path | None = None,
                  sources: str | Path | None = None, out: str | Path = ".",
-                 threshold: float | None = None) -> ScoreResult | Failed:
+                 threshold: float | None = None, reference: str | None = None) -> ScoreResult | Failed:
     """score.ipynb's call: `score_home` for the member named by ids and paths (relative to the notebook)."""
-    return score_home(locate(task, member, corpus), out, sources_dir(sources), threshold)
+    return score_home(locate(task, member, corpus), out, sources_dir(sources), threshold, reference=reference)
 
 
 def score_home(member: Member, home: str | Path, sources: Path | None, threshold: float | None = None,
-               document: Document | None = None) -> ScoreResult | Failed:
+               document: Document | None = None, reference: str | None = None) -> ScoreResult | Failed:
     """Score ``home/extraction.json`` against the member's truth and write ``home/score.json``: what
     score.ipynb and ``--no-notebooks`` both do. `threshold` overrides the task's pass threshold
-    (``evalkit run --threshold``); `document`: the member's source, when already read (and checked). A
-    failed extraction or a crashing scorer gives a `Failed` (see `score_extraction`)."""
+    (``evalkit run --threshold``); `document`: the member's source, when already read (and checked);
+    `reference`: a backend label whose record of this member is the truth instead (``--reference``: the
+    figures are then a similarity to it). A failed extraction or a crashing scorer gives a `Failed` (see
+    `score_extraction`)."""
     if document is None:
         document = read_document(check_integrity(member, sources))
     extraction = runfolder.read_extraction(home)
-    result = score_extraction(member, extraction, home, document, sources, threshold)
-    runfolder.write_score(home, member.key, extraction, result)
+    truth = None if reference is None else reference_truth(member, runfolder.sibling(home, reference), reference)
+    result = score_extraction(member, extraction, home, document, sources, threshold, truth)
+    runfolder.write_score(home, member.key, extraction, result, reference)
     return result
 
 
+def reference_truth(member: Member, home: str | Path, label: str) -> Any:
+    """The truth a ``--reference LABEL`` run scores against: LABEL's record of the member (in `home`), as its
+    scorer's truth (`Scorer.truth_from_record`); a `Failed` when LABEL has no usable record of it."""
+    try:
+        extraction = runfolder.read_extraction(home)
+    except Exception as e:  # noqa: BLE001 - missing or unreadable: this member cannot be compared
+        return Failed(REFERENCE_FAILED, f"the reference {label!r} has no extraction of {member.key}: {e}")
+    failed = failure_of(extraction)
+    if failed is not None:
+        return Failed(REFERENCE_FAILED, f"the reference {label!r} failed on {member.key} ({failed})")
+    make = member.task.scorer.truth_from_record
+    if make is None:
+        return Failed(REFERENCE_FAILED, f"scorer {member.task.scorer.name!r} cannot take a record as truth")
+    try:
+        return make(extraction.get("record"), member.task.options)
+    except Exception as e:  # noqa: BLE001 - the reference's answer does not fit the truth's shape
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return Failed(REFERENCE_FAILED, f"the reference {label!r}'s record of {member.key} is not a usable truth: "
+                                        f"{first}")
+
+
 def score_extraction(member: Member, extraction: dict[str, Any], home: str | Path, document: Document,
-                     sources: Path | None, threshold: float | None = None) -> ScoreResult | Failed:
-    """The score of one extraction.json, or why there is none: the extraction's own failure, or the
-    scorer's crash (a bug in one scorer fails that member only; evalkit's own errors propagate).
-    `home`: the member's run folder, where the judge's verdicts are read from."""
+                     sources: Path | None, threshold: float | None = None, truth: Any = None) -> ScoreResult | Failed:
+    """The score of one extraction.json, or why there is none: the extraction's own failure, the reference's
+    (`truth` a `Failed`), or the scorer's crash (a bug in one scorer fails that member only; evalkit's own
+    errors propagate). `home`: the member's run folder, where the judge's verdicts are read from; `truth`:
+    what to score against instead of the member's own truth (``--reference``)."""
     failed = failure_of(extraction)
     if failed is not None:
         return failed
+    if isinstance(truth, Failed):
+        return truth
     from .errors import EvalkitError
 
     try:
         result = score_record(member, extraction.get("record"), document, sources, threshold,
                               judgments=runfolder.read_judgments(home, extraction),
-                              ontology=extraction.get("ontology"))
+                              ontology=extraction.get("ontology"), truth=truth)
         return mark_violations(result, (extraction.get("run") or {}).get("schema_violations") or [])
     except EvalkitError:
         raise
@@ -221,10 +264,10 @@ def mark_violations(result: ScoreResult, broken: list[dict[str, Any]]) -> ScoreR
 
 def score_record(member: Member, record: dict[str, Any] | None, document: Document,
                  sources: Path | None, threshold: float | None = None, judgments: dict[str, Any] | None = None,
-                 ontology: dict[str, Any] | None = None) -> ScoreResult:
+                 ontology: dict[str, Any] | None = None, truth: Any = None) -> ScoreResult:
     """`judgments`: the judge's verdicts on this extraction (judgments.json, `evalkit.judge`), for the
     judged metrics; `ontology`: the ontology its prompt carried (extraction.json's ``ontology``).
-    Each reaches the scorer through ``ctx.extra`` only when given."""
+    Each reaches the scorer through ``ctx.extra`` only when given. `truth`: instead of the member's own."""
     task = member.task
     extra: dict[str, Any] = {"task_dir": str(task.dir), "scope": member.manifest.scope}
     if judgments is not None:
@@ -235,4 +278,4 @@ def score_record(member: Member, record: dict[str, Any] | None, document: Docume
         task_id=task.id, member_id=member.id, source_text=document.text, options=task.options,
         threshold=task.spec.threshold if threshold is None else threshold, extra=extra,
     )
-    return task.scorer.score(record, member.load_truth(sources), ctx)
+    return task.scorer.score(record, member.load_truth(sources) if truth is None else truth, ctx)

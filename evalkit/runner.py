@@ -77,6 +77,7 @@ class RunOptions:
     judge_cache: Path | None = None  # --judge-cache PATH (default <run folder's parent>/judge-cache.jsonl)
     ontology: Path | None = None  # run only: --ontology PATH (evalkit.ontology)
     ontology_mode: str | None = None  # --ontology-mode open|strict
+    reference: str | None = None  # run only: --reference LABEL, score the other backends against LABEL's records
     board: Path | None = None  # write the scored entries into this scoreboard at the end (--update-scoreboard)
     history: bool = False  # append the outcomes to runs/index.jsonl at the end (the CLI's runs do)
     batch: bool = False  # run only: --batch, provider batch APIs for the uncached calls (evalkit.backends.batch)
@@ -109,6 +110,7 @@ class RunResult:
     outcomes: list[Outcome]
     plan: Any = None  # the dry-run plan (evalkit.backends.resolve.Plan), when --dry-run
     reused: int = 0  # extractions a resumed run took from the unfinished run before it
+    reference: str | None = None  # --reference: the label whose records were the truth (figures are similarities)
     recorded: "Recorded | None" = None  # what `record` wrote (history, scoreboard) after the run
 
     @property
@@ -229,6 +231,20 @@ def record(result: Any, opts: RunOptions) -> Recorded:
     return rec
 
 
+def check_reference(reference: str | None, labels: list[str], board: Path | None) -> None:
+    """``--reference LABEL`` names one of the run's backends, beside at least one other, and never writes a
+    scoreboard: a similarity to another model is not an accuracy."""
+    if reference is None:
+        return
+    if reference not in labels:
+        raise UsageError(f"--reference {reference}: not one of this run's backends ({', '.join(labels)})")
+    if len(labels) < 2:
+        raise UsageError(f"--reference {reference}: give at least one other --backend to compare with it")
+    if board is not None:
+        raise UsageError("--reference scores a similarity to another backend, not an accuracy: it never writes "
+                         "the scoreboard (drop --update-scoreboard)")
+
+
 def run(opts: RunOptions, progress: Progress | None = None) -> RunResult:
     """Run extraction and scoring for the selected corpus members; see module docstring. Then `record` what
     ``opts`` asks (history, scoreboard); a dry run only plans."""
@@ -264,6 +280,11 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
     labels = check_labels(spec.label for spec in opts.backends)
     if opts.judge and judge_mode != "reference" and len(labels) < 2:
         raise UsageError(f"--judge-mode {judge_mode}: pairwise judging needs at least two --backend")
+    check_reference(opts.reference, labels, opts.board)
+    truthless = sorted(t.id for t in tasks if not t.spec.truth)
+    if truthless and opts.reference is None:
+        raise UsageError(f"task(s) {', '.join(truthless)} have no truth (truth: false): score them against another "
+                         "backend with --reference LABEL")
     # Resolving reads cassettes and the environment only: no call, no file written.
     resolved = resolve_backends(opts.backends, opts.record)
     run_dir = Path(opts.out or Path("runs") / default_run_id(labels))
@@ -339,7 +360,8 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
                                       check=False)[0]
         left = None if opts.max_usd is None else max(0.0, opts.max_usd - pool.spent_usd)
         phase = judging.judge_phase(run_dir, homes, documents, judge_backend, judge_mode, labels, opts.sources,
-                                    opts.threshold, opts.max_concurrency, left, progress, judge_resolved.cassette)
+                                    opts.threshold, opts.max_concurrency, left, progress, judge_resolved.cassette,
+                                    reference=opts.reference)
         judge_info = {"spec": judge_backend.spec, "model": judge_backend.model, "mode": judge_mode,
                       "cache": str(judge_resolved.cassette) if judge_resolved.cassette else None,
                       "requests": phase.requests, "calls": phase.calls, "replayed": phase.replayed}
@@ -360,8 +382,17 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
         "ontology_mode": ontology.mode if ontology else "freeform",
         **({"ontology": ontology.to_json()} if ontology else {}),
         **({"judge": judge_info} if judge_info else {}),
+<<<<<<< HEAD
         **({"judge": {"spec": opts.judge.redacted().spec, "skipped": judge_skipped}} if judge_skipped else {}),
+=======
+        **({"reference": opts.reference} if opts.reference else {}),
+>>>>>>> main
     })
+    # --reference: the reference's own records are the truth, not scored (an earlier score of them is cleared)
+    scored = [h for h in homes if h.label != opts.reference]
+    for h in homes:
+        if h.label == opts.reference:
+            runfolder.clear_score(h.dir)
     if opts.notebooks:
         _score_in_notebooks(homes, tasks, run_dir, opts, progress)
         if opts.html:
@@ -369,14 +400,15 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
 
             render_run(run_dir)
     else:  # what score.ipynb does, in this process
-        for h in homes:
-            score_home(h.member, h.dir, opts.sources, opts.threshold, documents[h.member.key])
-    outcomes += [_outcome(h, runfolder.read_score(h.dir)) for h in homes]
+        for h in scored:
+            score_home(h.member, h.dir, opts.sources, opts.threshold, documents[h.member.key], opts.reference)
+    outcomes += [_outcome(h, runfolder.read_score(h.dir)) for h in scored]
     if judge_resolved is not None:
         judging.print_messages(phase.messages)
     runfolder.clear_batches(run_dir)
     runfolder.mark_finished(run_dir)
-    return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), reused=done.reused)
+    return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), reused=done.reused,
+                     reference=opts.reference)
 
 
 def _reusable(home: Path, request: Any, spec: str) -> bool:
@@ -415,7 +447,8 @@ def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opt
     for h in homes:
         # the backend as its extraction.json records it (secrets redacted): what the notebooks get
         spec = BackendSpec.parse(runfolder.read_extraction(h.dir)["backend"]["spec"], label=h.label)
-        pair = plan_member(run_dir, h.member.task.id, h.member.id, spec, opts.corpus, opts.sources, opts.threshold)
+        pair = plan_member(run_dir, h.member.task.id, h.member.id, spec, opts.corpus, opts.sources, opts.threshold,
+                           reference=opts.reference)
         per_home[h.dir] = pair
         per_task.setdefault(h.member.task.id, []).extend(pair)
         jobs += pair
@@ -425,6 +458,8 @@ def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opt
     results = execute(jobs, workers=opts.workers, on_done=(lambda j, r: tick()) if tick else None)
     by_output = {j.output: r for j, r in zip(jobs, results)}
     for h in homes:
+        if h.label == opts.reference:
+            continue  # the truth of the others: extracted, never scored
         failed = [by_output[j.output] for j in per_home[h.dir] if not by_output[j.output].ok]
         if failed or not (h.dir / runfolder.SCORE).exists():
             why = failed[0].error if failed else f"{runfolder.SCORE} was not written"

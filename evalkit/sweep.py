@@ -227,7 +227,7 @@ def _refuse_run_only(opts: RunOptions) -> None:
     """A sweep runs each member on its own: a budget, a recording, a judge or an ontology across members
     is `evalkit run`'s."""
     given = [flag for flag, value in (("--record", opts.record), ("--dry-run", opts.dry_run),
-                                      ("--max-usd", opts.max_usd is not None), ("--judge", opts.judge),
+                                      ("--max-usd", opts.max_usd is not None), ("--judge", opts.judge), ("--reference", opts.reference),
                                       ("--ontology", opts.ontology), ("--batch", opts.batch)) if value]
     if given:
         raise UsageError(f"sweep: {', '.join(given)} apply to `evalkit run` only")

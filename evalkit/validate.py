@@ -64,9 +64,9 @@ def truth_violations(member: Member, sources: Path | None) -> list[str]:
     """Where the member's truth, as the record a perfect extraction would be (the scorer's
     `expected_extraction`), breaks the task's output schema: ``file:line: JSON path: message`` each."""
     task = member.task
-    truth = member.load_truth(sources)
-    if not task.spec.output_schema:
+    if not task.spec.truth or not task.spec.output_schema:
         return []
+    truth = member.load_truth(sources)
     broken = violations(task.scorer.expected_extraction(truth), task.spec.output_schema, caps=False)
     if not broken:
         return []
@@ -84,7 +84,7 @@ def truth_violations(member: Member, sources: Path | None) -> list[str]:
 
 def provenance_problems(member: Member) -> list[str]:
     """Each leg of the member's truth_provenance that states nothing usable, at its manifest line."""
-    found = member.manifest.truth_provenance.problems()
+    found = member.manifest.truth_provenance.problems() if member.manifest.truth_provenance else []
     if not found:
         return []
     path = member.dir / "manifest.yaml"

@@ -76,6 +76,10 @@ SWEEP_OPTIONS = apply(
 )
 
 JUDGE_OPTIONS = apply(
+    click.option("--reference", default=None, metavar="LABEL",
+                 help="Score every other backend against LABEL's extractions instead of the truth (for a corpus "
+                      "without truth): the figures are similarities to LABEL, not accuracies, and never reach the "
+                      "scoreboard. Judged too, with --judge."),
     click.option("--judge", default=None, type=JUDGE, metavar="SPEC",
                  help="Judge backend (any backend spec: anthropic[:model=M] for the hosted default, openai:url=U, "
                       "python:M:F, cassette:path=P): judged metrics, and pairwise judging with --judge-mode."),

@@ -115,7 +115,7 @@ def compare_cmd(run_dir, backends, show, **given):
     else:
         if not run_dir.is_dir():
             raise UsageError(f"{run_dir}: run folder not found (give --backend to make the run first)")
-        run_only = ("judge", "judge_mode", "judge_cache", "ontology", "ontology_mode", "only", "record")
+        run_only = ("judge", "judge_mode", "judge_cache", "ontology", "ontology_mode", "only", "record", "reference")
         named = [f"--{k.replace('_', '-')}" for k in run_only if given.get(k)]
         if named:
             raise UsageError(f"{', '.join(named)} only apply when the run is made here: add --backend")
@@ -127,18 +127,34 @@ def compare_cmd(run_dir, backends, show, **given):
 @main.command("report")
 @click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True), required=False)
 @click.option("--byom", is_flag=True, help="Render the published BYOM scoreboard instead of a run.")
+@click.option("--scoreboard", is_flag=True,
+              help="Render the corpus's committed scoreboard (with its band and what changed since its previous "
+                   "commit) instead of a run.")
+@CORPUS
 @click.option("--board", type=click.Path(path_type=Path), default=None, help="BYOM board file.")
-@click.option("--out", type=click.Path(path_type=Path), default=None, help="HTML file for --byom.")
-def report_cmd(run_dir, byom, board, out):
-    """Re-render the HTML of an existing run folder (or, with --byom, the BYOM board)."""
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="HTML file for --byom or --scoreboard.")
+@click.option("--bundle", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Also write the whole run as this one self-contained HTML file (to attach to an email).")
+def report_cmd(run_dir, byom, scoreboard, corpus, board, out, bundle):
+    """Re-render the HTML of an existing run folder (or, with --byom, the BYOM board; with --scoreboard, the
+    corpus's scoreboard)."""
     if byom:
         from ..publish import write_byom_report
 
         click.echo(f"Report: {write_byom_report(board, out)}")
         return
+    if scoreboard:
+        from ..boardpage import write_board_report
+
+        click.echo(f"Report: {write_board_report(corpus, out)}")
+        return
     if run_dir is None:
-        raise UsageError("give a RUN_DIR, or --byom")
+        raise UsageError("give a RUN_DIR, --scoreboard or --byom")
     from ..render import render_run
 
     render_run(run_dir)
     click.echo(f"Report: {run_dir / INDEX}")
+    if bundle is not None:
+        from ..bundle import bundle_run
+
+        click.echo(f"Bundle: {bundle_run(run_dir, bundle)}")

@@ -52,6 +52,8 @@ def print_summary(result: Any, echo: Callable[[str], Any] = click.echo) -> None:
     sweep = hasattr(result, "members")
     outcomes = result.outcomes
     multi = len({o.backend for o in outcomes}) > 1
+    if getattr(result, "reference", None):
+        echo(f"Reference mode: every figure is a similarity to {result.reference}'s extractions, not an accuracy")
     by_task: dict[str, list[Any]] = defaultdict(list)
     for o in outcomes:
         by_task[o.task].append(o)
