@@ -382,11 +382,8 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
         "ontology_mode": ontology.mode if ontology else "freeform",
         **({"ontology": ontology.to_json()} if ontology else {}),
         **({"judge": judge_info} if judge_info else {}),
-<<<<<<< HEAD
-        **({"judge": {"spec": opts.judge.redacted().spec, "skipped": judge_skipped}} if judge_skipped else {}),
-=======
         **({"reference": opts.reference} if opts.reference else {}),
->>>>>>> main
+        **({"judge": {"spec": opts.judge.redacted().spec, "skipped": judge_skipped}} if judge_skipped else {}),
     })
     # --reference: the reference's own records are the truth, not scored (an earlier score of them is cleared)
     scored = [h for h in homes if h.label != opts.reference]
