@@ -212,6 +212,15 @@ def resolve_judge(config: JudgeConfig, run_dir: Path, extraction: Sequence[Any] 
     return resolve_backends([spec], [f"{spec.label}={cache}"], env=env)[0]
 
 
+def missing_key(judge: Any) -> str | None:
+    """Why a resolved judge is skipped: its key is not set (a note, not an abort: the strict figures stand
+    and judged metrics stay null, as in the harness it follows). None when it can judge."""
+    keys = [g.message for g in (judge.guards if judge is not None else ()) if g.kind == "missing_api_key"]
+    if not keys:
+        return None
+    return f"judge skipped: {'; '.join(keys)}; judged metrics stay null, strict figures are reported"
+
+
 # ----------------------------------------------------------------------------- the phase
 
 @dataclass

@@ -134,6 +134,11 @@ def run_pool(jobs: list[Job], max_concurrency: int = 8, on_done: Callable[[Job, 
     return _run_loop(run_pool_async(jobs, max_concurrency, on_done, progress=progress, max_usd=max_usd, close=close))
 
 
+def run_async(coro):
+    """Run `coro` to completion in a new event loop: the loop every pool of calls runs in."""
+    return _run_loop(coro)
+
+
 def _run_loop(coro):
     # uvloop (where it installs: not on Windows) halves the event loop's per-call CPU, which is
     # what bounds throughput once many calls are in flight on a small machine.
@@ -190,6 +195,9 @@ def summarize_calls(completions: list[Completion]) -> dict:
         "truncated_retry_succeeded": sum(1 for c in completions if c.truncated == "retry_succeeded"),
         "truncated_exhausted": sum(1 for c in completions if c.truncated == "exhausted"),
         "input_tokens": sum(c.input_tokens for c in completions),
+        "cache_read_tokens": sum(c.cache_read_tokens for c in completions),
+        "cache_write_tokens": sum(c.cache_write_tokens for c in completions),
+        "batched": sum(1 for c in completions if c.batch),
         "output_tokens": sum(c.output_tokens for c in completions),
         "usd": sum(c.usd for c in completions), "replayed": sum(1 for c in completions if c.replayed),
     }

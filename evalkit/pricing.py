@@ -17,6 +17,14 @@ followed by a date or ``-latest`` (``claude-haiku-4-5-20251001`` uses
 ``claude-haiku-4-5``); never a mere prefix, so ``claude-opus-4`` does not price
 ``claude-opus-4-8`` and an unknown model is never priced by a guess.
 
+Prompt caching and batch APIs have their own rates, in the same table: ``cache_read`` (USD per
+million prompt tokens served from the provider's prompt cache), ``cache_write`` (per million
+written to it: Anthropic charges a premium, OpenAI nothing extra) and ``batch`` (the factor a
+provider batch API bills, on everything: 0.5 for both Anthropic's Message Batches and OpenAI's
+Batch API). A file entry may give them; left out, cached tokens are billed as plain input and a
+batch at full price (`cost` never guesses a discount). Each built-in entry's ``terms`` says where
+these rules were read.
+
 Costs before a call are upper bounds (`PriceTable.bound`): prompt tokens as
 characters / 4 — a rough rule of thumb, not a tokenizer — and every output
 budget billed in full.
@@ -42,6 +50,10 @@ class Price:
     output: float  # USD per million output tokens
     source: str = ""  # where the price was read
     date: str = ""  # when (YYYY-MM-DD)
+    cache_read: float | None = None  # USD per million prompt tokens read from the prompt cache (None: input)
+    cache_write: float | None = None  # USD per million prompt tokens written to it (None: input)
+    batch: float | None = None  # the factor a provider batch API bills (None: no batch discount known)
+    terms: str = ""  # where the caching and batch rules were read, and when
 
 
 # List prices, USD per million tokens (standard tier, no caching or batch discounts).
@@ -49,35 +61,56 @@ _CLAUDE = "Anthropic's model pages, https://platform.claude.com/docs/<lang>/mode
 _CLAUDE_OLD = "https://www.anthropic.com/pricing (evalkit's first table, not re-checked)"
 _OPENAI = "https://openai.com/api/pricing (evalkit's first table, not re-checked)"
 _LOCAL = "runs locally: free"
+# The caching and batch rules, provider-wide, as multiples of a model's input price.
+_CLAUDE_TERMS = ("Anthropic's prompt-caching and batch terms as restated by third-party docs read 2026-12-01 (the "
+                 "primary page not reachable here): 5-minute cache writes 1.25x input, cache reads 0.1x input; "
+                 "Message Batches 50% of standard prices, stacking with caching")
+_OPENAI_TERMS = ("OpenAI's pricing page (cached input per model: 0.1x input for gpt-5*, 0.25x for gpt-4.1*, 0.5x for "
+                 "gpt-4o*; cache writes not charged; Batch API 50%), as recalled 2026-11-30, not re-checked")
+
+
+def _claude(input: float, output: float, source: str, date: str) -> Price:
+    return Price(input, output, source, date, cache_read=0.1 * input, cache_write=1.25 * input, batch=0.5,
+                 terms=_CLAUDE_TERMS)
+
+
+def _openai(input: float, output: float, cached: float) -> Price:
+    return Price(input, output, _OPENAI, "2026-11-30", cache_read=cached * input, cache_write=input, batch=0.5,
+                 terms=_OPENAI_TERMS)
+
+
 DEFAULT_PRICES: dict[str, Price] = {
     # Anthropic (claude-sonnet-5-5 is the default model of `anthropic` and of `--judge anthropic`)
-    "claude-sonnet-5-5": Price(2.0, 10.0, _CLAUDE, "2026-12-01"),
-    "claude-opus-5-5": Price(4.0, 20.0, _CLAUDE, "2026-12-01"),
-    "claude-sonnet-5": Price(2.0, 10.0, _CLAUDE, "2026-12-01"),
-    "claude-opus-5": Price(5.0, 25.0, _CLAUDE, "2026-12-01"),
-    "claude-opus-4-5": Price(5.0, 25.0, _CLAUDE, "2026-12-01"),
-    "claude-haiku-4-5": Price(1.0, 5.0, _CLAUDE, "2026-12-01"),
-    "claude-opus-4-1": Price(15.0, 75.0, _CLAUDE_OLD, "2026-11-30"),
-    "claude-opus-4": Price(15.0, 75.0, _CLAUDE_OLD, "2026-11-30"),
-    "claude-sonnet-4-5": Price(3.0, 15.0, _CLAUDE_OLD, "2026-11-30"),
-    "claude-sonnet-4": Price(3.0, 15.0, _CLAUDE_OLD, "2026-11-30"),
-    "claude-3-7-sonnet": Price(3.0, 15.0, _CLAUDE_OLD, "2026-11-30"),
-    "claude-3-5-haiku": Price(0.8, 4.0, _CLAUDE_OLD, "2026-11-30"),
+    "claude-sonnet-5-5": _claude(2.0, 10.0, _CLAUDE, "2026-12-01"),
+    "claude-opus-5-5": _claude(4.0, 20.0, _CLAUDE, "2026-12-01"),
+    "claude-sonnet-5": _claude(2.0, 10.0, _CLAUDE, "2026-12-01"),
+    "claude-opus-5": _claude(5.0, 25.0, _CLAUDE, "2026-12-01"),
+    "claude-opus-4-5": _claude(5.0, 25.0, _CLAUDE, "2026-12-01"),
+    "claude-haiku-4-5": _claude(1.0, 5.0, _CLAUDE, "2026-12-01"),
+    "claude-opus-4-1": _claude(15.0, 75.0, _CLAUDE_OLD, "2026-11-30"),
+    "claude-opus-4": _claude(15.0, 75.0, _CLAUDE_OLD, "2026-11-30"),
+    "claude-sonnet-4-5": _claude(3.0, 15.0, _CLAUDE_OLD, "2026-11-30"),
+    "claude-sonnet-4": _claude(3.0, 15.0, _CLAUDE_OLD, "2026-11-30"),
+    "claude-3-7-sonnet": _claude(3.0, 15.0, _CLAUDE_OLD, "2026-11-30"),
+    "claude-3-5-haiku": _claude(0.8, 4.0, _CLAUDE_OLD, "2026-11-30"),
     # OpenAI
-    "gpt-5": Price(1.25, 10.0, _OPENAI, "2026-11-30"),
-    "gpt-5-mini": Price(0.25, 2.0, _OPENAI, "2026-11-30"),
-    "gpt-5-nano": Price(0.05, 0.4, _OPENAI, "2026-11-30"),
-    "gpt-4.1": Price(2.0, 8.0, _OPENAI, "2026-11-30"),
-    "gpt-4.1-mini": Price(0.4, 1.6, _OPENAI, "2026-11-30"),
-    "gpt-4.1-nano": Price(0.1, 0.4, _OPENAI, "2026-11-30"),
-    "gpt-4o": Price(2.5, 10.0, _OPENAI, "2026-11-30"),
-    "gpt-4o-mini": Price(0.15, 0.6, _OPENAI, "2026-11-30"),
+    "gpt-5": _openai(1.25, 10.0, 0.1),
+    "gpt-5-mini": _openai(0.25, 2.0, 0.1),
+    "gpt-5-nano": _openai(0.05, 0.4, 0.1),
+    "gpt-4.1": _openai(2.0, 8.0, 0.25),
+    "gpt-4.1-mini": _openai(0.4, 1.6, 0.25),
+    "gpt-4.1-nano": _openai(0.1, 0.4, 0.25),
+    "gpt-4o": _openai(2.5, 10.0, 0.5),
+    "gpt-4o-mini": _openai(0.15, 0.6, 0.5),
     # Local models and offline backends: free to run.
     "gemma-3-270m": Price(0.0, 0.0, _LOCAL, "2026-11-30"),
     "fake": Price(0.0, 0.0, _LOCAL, "2026-11-30"),
     "predictions": Price(0.0, 0.0, _LOCAL, "2026-11-30"),
 }
 _VERSION_SUFFIX = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2}|latest)$")  # a dated snapshot or alias of an entry
+
+
+_OPTIONAL = ("cache_read", "cache_write", "batch")  # what a price file may add to input and output
 
 
 def _load_file(path: str | Path) -> dict[str, Price]:
@@ -99,10 +132,12 @@ def _load_file(path: str | Path) -> dict[str, Price]:
         raise UsageError(f"price table {p}: expected a mapping of model id -> {{input, output}}")
     out: dict[str, Price] = {}
     for model, entry in data.items():
-        if not isinstance(entry, dict) or set(entry) - {"input", "output"} or not {"input", "output"} <= set(entry):
-            raise UsageError(f"price table {p}: {model}: give exactly input and output (USD per million tokens)")
+        if not isinstance(entry, dict) or set(entry) - {"input", "output", *_OPTIONAL} or not {"input", "output"} <= set(entry):
+            raise UsageError(f"price table {p}: {model}: give input and output (USD per million tokens), and "
+                             f"optionally {', '.join(_OPTIONAL)}")
         try:
-            out[str(model)] = Price(float(entry["input"]), float(entry["output"]), str(p))
+            out[str(model)] = Price(float(entry["input"]), float(entry["output"]), str(p),
+                                    **{k: float(entry[k]) for k in _OPTIONAL if entry.get(k) is not None})
         except (TypeError, ValueError):
             raise UsageError(f"price table {p}: {model}: prices must be numbers") from None
     return out
@@ -125,18 +160,36 @@ class PriceTable:
     def priced(self, model: str) -> bool:
         return self.lookup(model) is not None
 
-    def cost(self, model: str, input_tokens: int, output_tokens: int) -> float:
+    def cost(self, model: str, input_tokens: int, output_tokens: int, *, cache_read: int = 0, cache_write: int = 0,
+             batch: bool = False) -> float:
+        """USD of a call: `input_tokens` is every prompt token, `cache_read` and `cache_write` the parts of it
+        served from and written to the prompt cache, each at its rate; `batch`: at the batch API's factor."""
         price = self.lookup(model)
         if price is None:
             return 0.0
-        return (input_tokens * price.input + output_tokens * price.output) / 1_000_000
+        read = price.input if price.cache_read is None else price.cache_read
+        write = price.input if price.cache_write is None else price.cache_write
+        plain = max(0, input_tokens - cache_read - cache_write)
+        usd = (plain * price.input + cache_read * read + cache_write * write + output_tokens * price.output) / 1_000_000
+        return usd * (price.batch if batch and price.batch is not None else 1.0)
 
-    def bound(self, model: str, prompt_chars: int, budgets: Sequence[int], sends: int = 1) -> float:
+    def cache_saving(self, model: str, prefix_tokens: int, requests: int) -> float:
+        """USD that prompt caching saves on `requests` calls sharing a `prefix_tokens` prefix: the first
+        writes it (at the write rate), the rest read it (at the read rate), instead of all paying input."""
+        price = self.lookup(model)
+        if price is None or requests < 1:
+            return 0.0
+        read = price.input if price.cache_read is None else price.cache_read
+        write = price.input if price.cache_write is None else price.cache_write
+        return prefix_tokens * ((requests - 1) * (price.input - read) - (write - price.input)) / 1_000_000
+
+    def bound(self, model: str, prompt_chars: int, budgets: Sequence[int], sends: int = 1, batch: bool = False) -> float:
         """Upper bound of one request's cost before it is made: one call per output budget in
         `budgets` (the first call and any retry evalkit makes), each sent up to `sends` times,
-        every send billed chars/4 prompt tokens and its whole output budget."""
+        every send billed chars/4 prompt tokens and its whole output budget (`batch`: the first
+        call at the batch rate; a truncation retry is a live call)."""
         prompt = estimate_tokens(prompt_chars)
-        return sends * sum(self.cost(model, prompt, budget) for budget in budgets)
+        return sends * sum(self.cost(model, prompt, budget, batch=batch and i == 0) for i, budget in enumerate(budgets))
 
 
 def estimate_tokens(chars: int) -> int:

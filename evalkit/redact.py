@@ -1,6 +1,6 @@
 """The secret scrubber: the one place that decides what a provider's answer may carry into evalkit.
 
-Everything a provider returns enters evalkit through one of three doors, and `scrub_answer`
+Everything a provider returns enters evalkit through one of four doors, and `scrub_answer`
 stands in each of them:
 
 * `backends.live.LiveBackend._call` — every provider call's `Attempt` (answer text, decoded tool
@@ -8,7 +8,8 @@ stands in each of them:
   failure sidecar or the `Completion` see it;
 * `backends.pyfunc.PythonBackend.complete` — a pipeline's answer (it may quote a provider; an
   exception it raised may quote a key);
-* `cassette.completion_from_record` — a recorded answer, as it is replayed.
+* `cassette.completion_from_record` — a recorded answer, as it is replayed;
+* `backends.batch` — each answer of a provider batch (``--batch``), before `LiveBackend.finish`.
 
 Past those doors nothing scrubs again (cassette, failure sidecar, extraction.json, score.json,
 notebooks, HTML, scoreboard, runs/index.jsonl and messages all hold scrubbed values only).

@@ -47,7 +47,7 @@ __all__ = [
     "write_score", "read_judgments", "write_judgments", "clear_judgments", "read_pairwise", "write_pairwise",
     "clear_pairwise", "write_judge_json", "read_run_json", "write_run_json", "merge_run_json", "read_sweep_json",
     "write_sweep_json", "is_unfinished", "mark_unfinished", "mark_finished", "RunLocked", "hold", "Scored", "scan",
-    "task_results",
+    "task_results", "BATCHES", "read_batches", "write_batches", "clear_batches",
 ]
 
 RUN_JSON = "run.json"
@@ -66,9 +66,10 @@ EXTRACT_NB = "extract.ipynb"
 SCORE_NB = "score.ipynb"
 SWEEP_JSON = "sweep.json"
 SWEEP_MEMBERS = "members"
+BATCHES = ".evalkit.batches.json"  # --batch: the provider batches a run submitted, so a resumed run polls them
 NOTEBOOKS = (EXTRACT_NB, SCORE_NB, REPORT, COMPARE)  # each also the name of its template in notebooks/
 FILES = (RUN_JSON, JUDGE_JSON, INDEX, LOCK, LOCK_HOLDER, UNFINISHED, PAIRWISE, EXTRACTION, SCORE, JUDGMENTS,
-         SWEEP_JSON, *NOTEBOOKS)
+         SWEEP_JSON, BATCHES, *NOTEBOOKS)
 
 
 def page(notebook: str | Path) -> Path:
@@ -243,6 +244,22 @@ def mark_unfinished(run_dir: str | Path, started: str) -> None:
 
 def mark_finished(run_dir: str | Path) -> None:
     (Path(run_dir) / UNFINISHED).unlink()
+
+
+def read_batches(run_dir: str | Path) -> dict[str, Any]:
+    """The provider batches submitted into this folder, by backend label ({} when none)."""
+    path = Path(run_dir) / BATCHES
+    return read_json(path) if path.is_file() else {}
+
+
+def write_batches(run_dir: str | Path, batches: Mapping[str, Any]) -> None:
+    """Written (atomically) the moment a batch is submitted: a run killed afterwards resumes it, never resubmits."""
+    write_json(Path(run_dir) / BATCHES, batches)
+
+
+def clear_batches(run_dir: str | Path) -> None:
+    """A finished run's batches are collected: the next run into the folder submits its own."""
+    (Path(run_dir) / BATCHES).unlink(missing_ok=True)
 
 
 # --------------------------------------------------------------------------- holding the folder

@@ -87,6 +87,7 @@ class RunOptions:
     settings: dict[str, Any] = field(default_factory=dict)  # --set KEY=VALUE: overrides of the task's settings
     strict: bool = False  # run only: --dry-run --strict exits with the first guard's code (default: 0, the plan shown)
     strict_replay: bool = False  # --strict-replay: a replay miss aborts the run (default: `not covered`, the rest scored)
+    batch: bool = False  # run only: --batch, provider batch APIs for the uncached calls (evalkit.backends.batch)
 
 
 @dataclass
@@ -336,6 +337,10 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
     run_dir = Path(opts.out or Path("runs") / default_run_id(labels))
     judge_resolved = (judging.resolve_judge(judging.JudgeConfig(opts.judge, judge_mode, opts.judge_cache), run_dir,
                                             resolved) if opts.judge else None)
+    judge_skipped = judging.missing_key(judge_resolved)
+    if judge_skipped:  # as the source harness: strict figures still count, judged ones stay null
+        print(f"evalkit: note: {judge_skipped}", file=sys.stderr)
+        judge_resolved = None
     outcomes: list[Outcome] = []
     cleared = gate_members(members, opts.sources, outcomes, labels)
     documents: dict[str, Document] = {m.key: read_document(paths) for m, paths in cleared}
@@ -344,7 +349,7 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
     prices = PriceTable(path=opts.prices) if opts.prices else None
     budgeted = (opts.dry_run or opts.max_usd is not None) and not opts.allow_unpriced
     the_plan = plan(resolved, requests, prices, require_prices=budgeted, judge=judge_resolved,
-                    strict_replay=opts.strict_replay)
+                    strict_replay=opts.strict_replay, batch=opts.batch)
     uncovered = {(b.label, key) for b in the_plan.backends for key in b.not_covered}
     if opts.dry_run:
         return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), plan=the_plan, strict=opts.strict)
@@ -383,6 +388,15 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
         runfolder.write_extraction(home.dir, extraction_record(home.member, job.backend, job.request, completion,
                                                                ontology))
 
+    if opts.batch and jobs:  # the uncached calls as provider batches; the pool then serves (and counts) their answers
+        from .backends.batch import prefill
+        from .pool import run_async
+
+        wrapped = run_async(prefill([(j.backend, j.request) for j in jobs], runfolder.read_batches(run_dir),
+                                    lambda state: runfolder.write_batches(run_dir, state), opts.max_usd))
+        batched = [Job(wrapped.get(id(j.backend), j.backend), j.request) for j in jobs]
+        home_of = {id(new): home_of[id(old)] for old, new in zip(jobs, batched)}
+        jobs = batched
     tick = progress("extracting", len(jobs)) if progress else None
     try:
         pool = run_pool(jobs, opts.max_concurrency, on_done=keep, progress=(lambda *a: tick()) if tick else None,
@@ -427,6 +441,7 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
         **({"ontology": ontology.to_json()} if ontology else {}),
         **({"judge": judge_info} if judge_info else {}),
         **({"reference": opts.reference} if opts.reference else {}),
+        **({"judge": {"spec": opts.judge.redacted().spec, "skipped": judge_skipped}} if judge_skipped else {}),
     })
     # --reference: the reference's own records are the truth, not scored (an earlier score of them is cleared)
     scored = [h for h in homes if h.label != opts.reference]
@@ -445,6 +460,7 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
     outcomes += [_outcome(h, runfolder.read_score(h.dir)) for h in scored]
     if judge_resolved is not None:
         judging.print_messages(phase.messages)
+    runfolder.clear_batches(run_dir)
     runfolder.mark_finished(run_dir)
     twins = duplicate_recordings(resolved)
     if twins:  # the run is kept (and finished); its recordings are not two measurements

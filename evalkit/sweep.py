@@ -238,7 +238,7 @@ def _refuse_run_only(opts: RunOptions) -> None:
     is `evalkit run`'s."""
     given = [flag for flag, value in (("--record", opts.record), ("--dry-run", opts.dry_run),
                                       ("--max-usd", opts.max_usd is not None), ("--judge", opts.judge), ("--reference", opts.reference),
-                                      ("--ontology", opts.ontology)) if value]
+                                      ("--ontology", opts.ontology), ("--batch", opts.batch)) if value]
     if given:
         raise UsageError(f"sweep: {', '.join(given)} apply to `evalkit run` only")
 

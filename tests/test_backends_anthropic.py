@@ -31,7 +31,9 @@ def test_forced_tool_call_shape_usage_and_cost(ant):
     assert body["tool_choice"] == {"type": "tool", "name": "record_extraction"}
     assert body["temperature"] == 0
     assert body["max_tokens"] == 64 and body["model"] == "claude-haiku-4-5"
-    assert body["system"] == "You extract structured data."
+    # the shared prefix (tool, then system) ends at a cache breakpoint on the system prompt
+    assert body["system"] == [{"type": "text", "text": "You extract structured data.",
+                               "cache_control": {"type": "ephemeral"}}]
     assert body["messages"] == [{"role": "user", "content": req().user}]
     headers = ant.requests[0].headers
     # this SDK generation sends the key as a bearer token; older ones used x-api-key
@@ -40,7 +42,33 @@ def test_forced_tool_call_shape_usage_and_cost(ant):
     assert c.error is None and c.parse == "clean" and c.record == json.loads(c.raw)
     assert c.finish_reason == "tool_use" and c.calls == 1
     assert c.input_tokens > 0 and c.output_tokens > 0
-    assert c.usd == pytest.approx((c.input_tokens * 1 + c.output_tokens * 5) / 1e6)
+    # the first call writes the shared prefix to the prompt cache: those tokens at the write rate (1.25x input)
+    assert c.cache_write_tokens > 0 and c.cache_read_tokens == 0
+    plain = c.input_tokens - c.cache_write_tokens
+    assert c.usd == pytest.approx((plain * 1 + c.cache_write_tokens * 1.25 + c.output_tokens * 5) / 1e6)
+
+
+def test_prompt_cache_reads_are_recorded_and_priced_apart(ant, tmp_path):
+    """Two members sharing the system prompt and schema: the second reads the prefix the first wrote; the
+    cassette keeps both counts; replay gives them back; cache=false sends no breakpoint and is billed plainly."""
+    cas = tmp_path / "c.jsonl"
+    backends = build_backends(specs(SPEC), [f"c={cas}"])
+    first, second = run_jobs([Job(backends[0], req("demo/m1")), Job(backends[0], req("demo/m2", user="Other doc."))],
+                             max_concurrency=1)
+    assert first.cache_write_tokens > 0 and first.cache_read_tokens == 0
+    assert second.cache_read_tokens == first.cache_write_tokens and second.cache_write_tokens == 0
+    plain = second.input_tokens - second.cache_read_tokens
+    assert second.usd == pytest.approx((plain * 1 + second.cache_read_tokens * 0.1 + second.output_tokens * 5) / 1e6)
+    usage = [r["response"]["usage"] for r in load_records(cas)]
+    assert usage[0]["cache_write_tokens"] == first.cache_write_tokens
+    assert usage[1]["cache_read_tokens"] == second.cache_read_tokens
+    replayed = run_jobs([Job(build_backends(specs(f"c=cassette:path={cas}"))[0], req("demo/m2", user="Other doc."))])[0]
+    assert replayed.replayed and replayed.cache_read_tokens == second.cache_read_tokens and replayed.usd == second.usd
+    plain_call = one(req("demo/m3"), spec=SPEC + ",cache=false")
+    body = ant.messages()[-1]
+    assert body["system"] == "You extract structured data." and "cache_control" not in json.dumps(body["tools"])
+    assert plain_call.cache_read_tokens == plain_call.cache_write_tokens == 0
+    assert "cache_read_tokens" not in plain_call.to_json()  # a call without caching stores what it did
 
 
 def test_missing_key_is_a_configuration_error_before_any_call(ant, monkeypatch):

@@ -44,6 +44,20 @@ def test_request_shape_usage_and_cost(oai, monkeypatch):
     assert c.latency_s > 0
 
 
+def test_automatic_prefix_caching_is_reported_and_priced(oai, monkeypatch):
+    """OpenAI caches a shared prefix by itself: the second call's usage.prompt_tokens_details.cached_tokens is
+    recorded as cache reads, priced at the cached-input rate (gpt-4o-mini: half of input), nothing else sent."""
+    monkeypatch.setenv("OPENAI_API_KEY", PLANTED_OPENAI)
+    backends = build_backends(specs(spec(oai)))
+    first, second = run_jobs([Job(backends[0], req("demo/m1")), Job(backends[0], req("demo/m2", user="x"))],
+                             max_concurrency=1)
+    assert first.cache_read_tokens == 0 and first.cache_write_tokens == 0
+    assert second.cache_read_tokens == len("You extract structured data.") // 4 > 0
+    plain = second.input_tokens - second.cache_read_tokens
+    assert second.usd == pytest.approx((plain * 0.15 + second.cache_read_tokens * 0.075 + second.output_tokens * 0.6) / 1e6)
+    assert all("cache_control" not in json.dumps(b) for b in oai.completions())
+
+
 def test_llama_cpp_dialect_fallback_is_remembered(tmp_path):
     with OpenAIFake(reject_json_schema=True) as server:
         backends = build_backends(specs(spec(server)))
@@ -227,3 +241,29 @@ print("ok")
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_unix_socket_server_through_the_sdk_client(tmp_path):
+    """openai:socket=PATH reaches a server listening on a Unix domain socket only (no TCP port at all),
+    with no key in the environment (a local server); a published spec shows the socket as local."""
+    import tempfile
+
+    from evalkit.backends.resolve import plan, resolve_backends
+
+    sock = tempfile.mkdtemp(prefix="evk-", dir="/tmp") + "/llm.sock"  # short: AF_UNIX paths are ≤ 107 bytes
+    with OpenAIFake(uds=sock) as server:
+        text = f"o=openai:socket={sock},model=gpt-4o-mini,timeout=5,max_retries=0"
+        assert plan(resolve_backends(specs(text)), [req()]).guards == []  # no OPENAI_API_KEY needed
+        backends = build_backends(specs(text))
+        c = run_jobs([Job(backends[0], req())])[0]
+        (body,) = server.completions()
+    assert c.error is None and c.parse == "clean" and c.record == json.loads(c.raw)
+    assert body["model"] == "gpt-4o-mini" and server.requests[0].path == "/v1/chat/completions"
+    assert server.requests[0].headers["host"] == "localhost"
+    assert backends[0].spec == f"openai:socket={sock},model=gpt-4o-mini"
+    assert specs(text)[0].public().spec.startswith("openai:socket=<local>,")
+
+
+def test_unix_socket_nobody_listening_is_a_connection_error(tmp_path):
+    c = one(f"o=openai:socket={tmp_path}/none.sock,model=m,timeout=2,max_retries=0")
+    assert c.record is None and c.parse == "error" and "APIConnectionError" in c.error

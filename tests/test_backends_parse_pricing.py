@@ -47,7 +47,7 @@ def test_price_lookup_exact_or_dated_never_a_guess(tmp_path, monkeypatch):
     assert t.cost("some-local-model", 10**6, 10**6) == pytest.approx(3.0) and t.cost("gpt-4o-mini", 10**6, 0) == 0
     assert t.lookup("some-local-model").source == str(tmp_path / "p.yaml")
     (tmp_path / "p.json").write_text('{"m": {"input": 1}}')
-    with pytest.raises(UsageError, match="exactly input and output"):
+    with pytest.raises(UsageError, match="give input and output"):
         PriceTable(path=tmp_path / "p.json")
 
 
@@ -74,3 +74,46 @@ def test_every_model_a_default_spec_names_is_priced_with_its_source_and_date():
         assert model in DEFAULT_PRICES, f"{model}: a default spec names it; add it to pricing.DEFAULT_PRICES"
     for model, price in DEFAULT_PRICES.items():
         assert price.source and re.fullmatch(r"\d{4}-\d{2}-\d{2}", price.date), model
+
+
+def test_cache_and_batch_rates_are_priced_apart():
+    t = PriceTable()
+    # claude-haiku-4-5: input 1, output 5; writes 1.25x, reads 0.1x input; batch half of everything
+    assert t.cost("claude-haiku-4-5", 10**6, 0) == pytest.approx(1.0)
+    assert t.cost("claude-haiku-4-5", 10**6, 0, cache_read=600_000) == pytest.approx(0.4 + 0.06)
+    assert t.cost("claude-haiku-4-5", 10**6, 0, cache_write=600_000) == pytest.approx(0.4 + 0.75)
+    assert t.cost("claude-haiku-4-5", 10**6, 10**6, batch=True) == pytest.approx(3.0)
+    assert t.cost("gpt-4o-mini", 10**6, 0, cache_read=10**6) == pytest.approx(0.075)  # OpenAI: writes cost input
+    assert t.cost("gpt-4o-mini", 10**6, 0, cache_write=10**6) == pytest.approx(0.15)
+    # 3 calls sharing a 2,000-token prefix: one writes (+0.25/M each), two read (-0.9/M each)
+    assert t.cache_saving("claude-haiku-4-5", 2000, 3) == pytest.approx(2000 * (2 * 0.9 - 0.25) / 1e6)
+    assert all(p.terms and p.batch == 0.5 for m, p in DEFAULT_PRICES.items() if m.startswith(("claude", "gpt")))
+
+
+def test_price_file_may_give_cache_and_batch_rates_and_never_guesses_them(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("m1: {input: 2, output: 4, cache_read: 0.5, batch: 0.5}\nm2: {input: 2, output: 4}\n")
+    t = PriceTable(path=path)
+    assert t.cost("m1", 10**6, 0, cache_read=10**6) == pytest.approx(0.5)
+    assert t.cost("m1", 10**6, 10**6, batch=True) == pytest.approx(3.0)
+    assert t.cost("m2", 10**6, 10**6, cache_read=10**6, batch=True) == pytest.approx(6.0)  # no rate given: none
+
+
+def test_dry_run_shows_what_prompt_caching_saves():
+    from corpus_factory import specs
+    from evalkit.backends import Request
+    from evalkit.backends.resolve import plan, resolve_backends
+
+    env = {"ANTHROPIC_API_KEY": "x"}
+    schema = {"type": "object"}
+    long = [Request(f"t/m{i}", "extract", "S" * 8000, f"doc {i}", schema, max_tokens=10) for i in range(3)]
+    p = plan(resolve_backends(specs("c=anthropic:model=claude-haiku-4-5"), env=env), long)
+    (b,) = p.backends
+    prefix = estimate_tokens(8000 + len('{"type":"object"}'))
+    assert b.cache_prefix_tokens == prefix
+    assert b.cache_saving_usd == pytest.approx(prefix * (2 * 0.9 - 0.25) / 1e6)
+    assert f"prompt caching: saves ~${b.cache_saving_usd:.4f}" in p.render()
+    short = [Request(f"t/m{i}", "extract", "S" * 400, f"doc {i}", schema, max_tokens=10) for i in range(3)]
+    p = plan(resolve_backends(specs("c=anthropic:model=claude-haiku-4-5"), env=env), short)
+    assert p.backends[0].cache_saving_usd == 0 and "prompt caching: no saving" in p.render()
+    assert "under the 1024-token minimum" in p.render()

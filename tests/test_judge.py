@@ -298,6 +298,27 @@ def test_a_judge_error_leaves_that_axis_null(tmp_path, ant, capsys):
     assert "judgment(s) failed" in capsys.readouterr().err
 
 
+def test_a_judge_without_its_key_is_skipped_with_one_note(tmp_path, ant, monkeypatch, capsys):
+    """No ANTHROPIC_API_KEY: the run is not aborted (exit 5 before); strict figures are reported, judged ones
+    stay null, one note says why, run.json records the skip, nothing is called — a dry run shows no guard."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    backends = two_cassettes(tmp_path)
+    plain = run_graph(tmp_path / "runs" / "plain", backends)
+    capsys.readouterr()
+    dry = run_graph(tmp_path / "runs" / "dry", backends, judge="anthropic:model=claude-judge", dry_run=True)
+    assert dry.exit_code == 0 and dry.plan.guards == []
+    assert "judge skipped" in capsys.readouterr().err
+    result = run_graph(tmp_path / "runs" / "nokey", backends, judge="anthropic:model=claude-judge")
+    assert result.exit_code == plain.exit_code == 0 and ant.count == 0
+    assert metrics_of(result) == metrics_of(plain)  # the strict figures, judged ones null
+    assert all(v is None for m in metrics_of(result).values() for k, v in m.items() if k.startswith("judged_"))
+    err = capsys.readouterr().err
+    assert err.count("judge skipped: backend judge: ANTHROPIC_API_KEY is not set") == 1
+    judge = json.loads((tmp_path / "runs" / "nokey" / "run.json").read_text())["judge"]
+    assert judge["spec"] == "anthropic:model=claude-judge" and "ANTHROPIC_API_KEY" in judge["skipped"]
+    assert not list((tmp_path / "runs" / "nokey").rglob(JUDGMENTS))
+
+
 def test_verdicts_of_an_earlier_run_are_not_inherited(tmp_path):
     backends = two_cassettes(tmp_path)
     out = tmp_path / "runs" / "same"

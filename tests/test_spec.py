@@ -102,7 +102,7 @@ def test_every_kind_is_one_provider_record():
     assert provider("openai").model(BackendSpec.parse("openai:url=http://h/v1")) == "default"
     assert provider("python").model(BackendSpec.parse("p=python:m:f")) == "python:m:f"  # a pipeline is its spec
     assert provider("openai").missing_key(BackendSpec.parse("openai:model=m"), {}) == (
-        "backend openai: OPENAI_API_KEY is not set (give url=... for a local server)")
+        "backend openai: OPENAI_API_KEY is not set (give url=... or socket=... for a local server)")
     assert provider("openai").missing_key(BackendSpec.parse("openai:url=http://h/v1"), {}) is None
     assert [k for k in ("fake", "predictions", "cassette") if provider(k).live] == []
     with pytest.raises(UsageError, match=r"unknown kind 'nope' \(known: anthropic, cassette, fake"):

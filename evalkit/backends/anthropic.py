@@ -9,13 +9,21 @@ sent through ``extra_body``; should the API reject it (a 400 naming
 ``temperature``) the call is repeated once without it and the backend stops
 sending it (``send_temperature=false`` does that from the start).
 
+Prompt caching: what every member of a task shares — the tool (the schema) and the system prompt,
+which the API reads in that order before the messages — is sent as one cacheable prefix, a
+``cache_control: {"type": "ephemeral"}`` breakpoint on the system prompt (on the tool when there
+is none). The API caches a prefix of at least its model's minimum (1024 tokens or more, by model;
+shorter ones are sent and billed as usual); the usage it reports (``cache_creation_input_tokens``,
+``cache_read_input_tokens``) is recorded and priced apart (`evalkit.pricing`). ``cache=false``
+sends no breakpoint. The cassette key is the semantic request, so this changes no key.
+
 The key comes only from ``ANTHROPIC_API_KEY`` and is handed to the SDK
 directly (no profile or credentials-file discovery). The base URL can be
 changed only through the SDK's own ``ANTHROPIC_BASE_URL`` (tests point it at a
 local server). Options: ``model`` (default ``claude-sonnet-5-5``, the newest Sonnet the installed SDK lists,
 priced in `evalkit.pricing.DEFAULT_PRICES`), ``timeout``
 (seconds per attempt, default 120), ``max_retries`` (the SDK's retries on
-429/5xx/timeouts, honouring ``retry-after``; default 4), ``send_temperature``.
+429/5xx/timeouts, honouring ``retry-after``; default 4), ``send_temperature``, ``cache``.
 """
 
 from __future__ import annotations
@@ -33,18 +41,20 @@ from .spec import BackendSpec
 DEFAULT_MODEL = "claude-sonnet-5-5"
 KEY_ENV = "ANTHROPIC_API_KEY"
 TOOL_NAME = "record_extraction"
+CACHE_CONTROL = {"type": "ephemeral"}  # the default 5-minute prompt cache
 
 
 class AnthropicBackend(LiveBackend):
     provider = "anthropic"
 
     def __init__(self, label: str, model: str = DEFAULT_MODEL, timeout_s: float = 120.0, max_retries: int = 4,
-                 send_temperature: bool = True, prices=None):
+                 send_temperature: bool = True, prices=None, cache: bool = True):
         if not os.environ.get(KEY_ENV):
             raise BackendError(f"anthropic backend: {KEY_ENV} is not set (the key is read from the environment only)")
         spec = BackendSpec(label, "anthropic", {"model": model}).redacted().spec
         super().__init__(label, spec, model, timeout_s=timeout_s, max_retries=max_retries, prices=prices)
         self.send_temperature = send_temperature
+        self.cache = cache
 
     def _make_client(self) -> Any:
         AsyncAnthropic = import_sdk("anthropic").AsyncAnthropic
@@ -53,17 +63,27 @@ class AnthropicBackend(LiveBackend):
         return AsyncAnthropic(api_key=os.environ.get(KEY_ENV), timeout=self.timeout_s,
                               max_retries=self.max_retries)
 
-    async def _create(self, request: Request, max_tokens: int) -> Any:
-        tool = {"name": TOOL_NAME, "description": "Record the extracted data. The input must follow the schema exactly.",
-                "input_schema": request.schema}
-        kwargs: dict[str, Any] = {}
+    def params(self, request: Request, max_tokens: int) -> dict[str, Any]:
+        """The Messages API parameters of one request (a call's, or a batch entry's)."""
+        tool: dict[str, Any] = {"name": TOOL_NAME, "input_schema": request.schema,
+                                "description": "Record the extracted data. The input must follow the schema exactly."}
+        params: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens,
+                                  "messages": [{"role": "user", "content": request.user}], "tools": [tool],
+                                  "tool_choice": {"type": "tool", "name": TOOL_NAME}}
         if self.send_temperature:
-            kwargs["extra_body"] = {"temperature": request.temperature}
+            params["temperature"] = request.temperature
         if request.system:
-            kwargs["system"] = request.system
-        return await self.client().messages.with_raw_response.create(
-            model=self.model, max_tokens=max_tokens, messages=[{"role": "user", "content": request.user}],
-            tools=[tool], tool_choice={"type": "tool", "name": TOOL_NAME}, **kwargs)
+            params["system"] = ([{"type": "text", "text": request.system, "cache_control": CACHE_CONTROL}]
+                                if self.cache else request.system)
+        elif self.cache:  # the breakpoint closes the shared prefix: tool, then system
+            tool["cache_control"] = CACHE_CONTROL
+        return params
+
+    async def _create(self, request: Request, max_tokens: int) -> Any:
+        params = self.params(request, max_tokens)
+        if "temperature" in params:  # not among this SDK's typed parameters: sent as it is
+            params["extra_body"] = {"temperature": params.pop("temperature")}
+        return await self.client().messages.with_raw_response.create(**params)
 
     async def _attempt(self, request: Request, max_tokens: int) -> Attempt:
         anthropic = import_sdk("anthropic")
@@ -85,14 +105,44 @@ class AnthropicBackend(LiveBackend):
             return Attempt(error=f"{type(e).__name__}: {e}", raw_body=str(e))
         return self._read(await response_text(raw))
 
+    # -- Message Batches (--batch: `evalkit.backends.batch`) ---------------------------------------------
+    batch_limit = 100_000  # requests per Message Batch (the API's limit; 256 MB is the other)
+
+    async def batch_submit(self, entries: list[tuple[str, Request]]) -> str:
+        batch = await self.client().messages.batches.create(
+            requests=[{"custom_id": cid, "params": self.params(r, r.max_tokens)} for cid, r in entries])
+        return batch.id
+
+    async def batch_status(self, batch_id: str) -> tuple[bool, int, str]:
+        """(ended, requests answered so far, status)."""
+        batch = await self.client().messages.batches.retrieve(batch_id)
+        c = batch.request_counts
+        return batch.processing_status == "ended", c.succeeded + c.errored + c.canceled + c.expired, \
+            batch.processing_status
+
+    async def batch_results(self, batch_id: str) -> dict[str, Attempt]:
+        """custom_id → its answer as an `Attempt` (an errored, canceled or expired request: an error)."""
+        out: dict[str, Attempt] = {}
+        async for line in await self.client().messages.batches.results(batch_id):
+            result = line.result
+            if result.type == "succeeded":
+                out[line.custom_id] = self._read(json.dumps(result.message.model_dump(mode="json")))
+            else:
+                error = getattr(result, "error", None)
+                detail = json.dumps(error.model_dump(mode="json")) if error is not None else ""
+                out[line.custom_id] = Attempt(error=f"batch request {result.type} at anthropic: {detail}".rstrip(": "),
+                                              raw_body=detail)
+        return out
+
     def _read(self, body: str) -> Attempt:
         try:
             data = json.loads(body)
             blocks = data["content"]
             stop = data.get("stop_reason")
             usage = data.get("usage") or {}
-            input_tokens = int(usage.get("input_tokens") or 0) + int(usage.get("cache_creation_input_tokens") or 0) \
-                + int(usage.get("cache_read_input_tokens") or 0)
+            cache_write = int(usage.get("cache_creation_input_tokens") or 0)
+            cache_read = int(usage.get("cache_read_input_tokens") or 0)
+            input_tokens = int(usage.get("input_tokens") or 0) + cache_write + cache_read  # all prompt tokens
             output_tokens = int(usage.get("output_tokens") or 0)
             tool_input = next((b.get("input") for b in blocks if b.get("type") == "tool_use"), None)
             text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
@@ -100,7 +150,8 @@ class AnthropicBackend(LiveBackend):
             return Attempt(error=f"unreadable response body from anthropic: {body}",
                            error_class="malformed", raw_body=body)
         common = dict(finish_reason=stop, truncated=stop == "max_tokens", input_tokens=input_tokens,
-                      output_tokens=output_tokens, model=data.get("model") or None, raw_body=body)
+                      output_tokens=output_tokens, cache_read_tokens=cache_read, cache_write_tokens=cache_write,
+                      model=data.get("model") or None, raw_body=body)
         if isinstance(tool_input, dict) and stop != "max_tokens":
             return Attempt(content=json.dumps(tool_input, ensure_ascii=False), record=tool_input, **common)
         if tool_input is not None:  # cut off (or not an object): keep its text for the failure record
@@ -110,7 +161,7 @@ class AnthropicBackend(LiveBackend):
 
 def make(spec: BackendSpec, ctx: BackendContext) -> AnthropicBackend:
     label, options = spec.label, spec.options
-    known = {"model", "timeout", "max_retries", "send_temperature"}
+    known = {"model", "timeout", "max_retries", "send_temperature", "cache"}
     unknown = set(options) - known
     if unknown:
         raise UsageError(f"anthropic backend: unknown option(s) {', '.join(sorted(unknown))} "
@@ -118,8 +169,9 @@ def make(spec: BackendSpec, ctx: BackendContext) -> AnthropicBackend:
     return AnthropicBackend(label, model=options.get("model") or DEFAULT_MODEL,
                             timeout_s=option_float(options, "timeout", 120.0),
                             max_retries=option_int(options, "max_retries", 4),
-                            send_temperature=options.get("send_temperature", "true").lower() in ("1", "true", "yes"))
+                            send_temperature=options.get("send_temperature", "true").lower() in ("1", "true", "yes"),
+                            cache=options.get("cache", "true").lower() in ("1", "true", "yes"))
 
 
 PROVIDER = Provider("anthropic", make, usage="anthropic[:model=M]", live=True, default_model=DEFAULT_MODEL,
-                    key_env=KEY_ENV, rerecord="anthropic:model={model}")
+                    key_env=KEY_ENV, rerecord="anthropic:model={model}", prompt_cache_min=1024, batch=True)

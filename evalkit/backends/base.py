@@ -46,9 +46,22 @@ class Completion:
     error: str | None = None  # a provider error that left no record
     calls: int = 1  # provider calls made (a truncation retry makes 2)
     replayed: bool = False  # served from a cassette
+    # Parts of input_tokens served from / written to the provider's prompt cache (priced apart: `pricing`),
+    # and whether the call went through a provider batch API (priced at its batch rate).
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    batch: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The fields, the cache and batch ones only where they apply (a run without them stores what it did)."""
+        out = asdict(self)
+        for name in OPTIONAL_FIELDS:
+            if not out[name]:
+                del out[name]
+        return out
+
+
+OPTIONAL_FIELDS = ("cache_read_tokens", "cache_write_tokens", "batch")
 
 
 @runtime_checkable

@@ -10,6 +10,10 @@ A cassette is plain JSONL, one record per line::
                   "finish_reason": "stop", "latency_s": 3.21, "parse": "clean", "truncated": null,
                   "calls": 1, "usd": 0.0, "model": "<model id the provider reported>"}}
 
+Where a provider's prompt cache took part, ``usage`` also has ``cache_read_tokens`` /
+``cache_write_tokens`` (parts of ``input_tokens``); a response a provider batch API gave has
+``"batch": true``.
+
 ``key`` is the SHA-256 of the canonical *semantic* request — system prompt,
 user prompt, output schema, model id, max_tokens, temperature, call type —
 and nothing else (`cassette_key`). Matching is by key alone, so record order
@@ -129,6 +133,11 @@ def make_record(request: Request, model: str, provider: str, completion: Complet
         "parse": completion.parse, "truncated": completion.truncated, "calls": completion.calls,
         "usd": completion.usd, "model": completion.model or model,
     }
+    for name in ("cache_read_tokens", "cache_write_tokens"):  # where the provider's prompt cache took part
+        if getattr(completion, name):
+            response["usage"][name] = getattr(completion, name)
+    if completion.batch:
+        response["batch"] = True
     reparsed = parse_record(completion.raw)[0] if completion.parse in ("clean", "recovered") else None
     if reparsed != completion.record:  # e.g. a python pipeline whose raw text is not its record
         response["record"] = completion.record
@@ -158,7 +167,9 @@ def completion_from_record(rec: dict[str, Any]) -> Completion:
         record=record, raw=content, parse=parse, model=r.get("model") or rec.get("model", ""),
         input_tokens=int(usage.get("input_tokens") or 0), output_tokens=int(usage.get("output_tokens") or 0),
         usd=float(r.get("usd") or 0.0), latency_s=float(r.get("latency_s") or 0.0),
-        finish_reason=r.get("finish_reason"), truncated=r.get("truncated"), calls=0, replayed=True))
+        finish_reason=r.get("finish_reason"), truncated=r.get("truncated"), calls=0, replayed=True,
+        cache_read_tokens=int(usage.get("cache_read_tokens") or 0),
+        cache_write_tokens=int(usage.get("cache_write_tokens") or 0), batch=bool(r.get("batch"))))
 
 
 def _check_record(rec: Any) -> str | None:
@@ -672,7 +683,10 @@ class RecordingBackend:
         if rec is not None:
             self.replayed += 1
             return completion_from_record(rec)
-        completion = await self.inner.complete(request)
+        return self.keep(request, await self.inner.complete(request), key)
+
+    def keep(self, request: Request, completion: Completion, key: str | None = None) -> Completion:
+        """Append what a call of `request` gave, as the recording rules say (also a provider batch's answer)."""
         usable = completion.parse in ("clean", "recovered") and completion.truncated != "exhausted"
         if completion.error is None and (usable or self.keep_failed_responses):
             self.cassette.append(make_record(request, self.model, self.provider, completion, key))

@@ -50,8 +50,10 @@ class Attempt:
     record: dict[str, Any] | None = None  # a structured answer the SDK already decoded (tool input)
     finish_reason: str | None = None
     truncated: bool = False  # stopped at max_tokens
-    input_tokens: int = 0
+    input_tokens: int = 0  # every prompt token, cached ones included
     output_tokens: int = 0
+    cache_read_tokens: int = 0  # of input_tokens: served from the provider's prompt cache
+    cache_write_tokens: int = 0  # of input_tokens: written to it
     model: str | None = None  # the model id the provider reports
     raw_body: str = ""  # the complete HTTP response body (or error text)
     error: str | None = None  # set when the call failed
@@ -185,23 +187,32 @@ class LiveBackend:
 
     async def complete(self, request: Request) -> Completion:
         started = time.perf_counter()
+        return await self.finish(request, await self._call(request, call_budgets(request.max_tokens)[0]), started)
+
+    async def finish(self, request: Request, attempt: Attempt, started: float, batch: bool = False) -> Completion:
+        """The shared policy after the first call (`attempt`): the one truncation retry (a live call, at the
+        standard rate, also when the first came from a batch), parsing, accounting, failure reports."""
         budget, retry_budget = call_budgets(request.max_tokens)
-        attempt = await self._call(request, budget)
-        calls, tokens_in, tokens_out = 1, attempt.input_tokens, attempt.output_tokens
+        first = attempt
         truncated: str | None = None
+        calls = 1
         if attempt.error is None and attempt.truncated:
             self._report(request, attempt, "truncation", budget)
             budget = retry_budget
             attempt = await self._call(request, budget)
             calls += 1
-            tokens_in += attempt.input_tokens
-            tokens_out += attempt.output_tokens
             truncated = "exhausted" if (attempt.error or attempt.truncated) else "retry_succeeded"
+        tried = (first, attempt) if calls == 2 else (first,)
         latency = time.perf_counter() - started
         model = attempt.model or self.model
-        usd = self._price_table().cost(self.model, tokens_in, tokens_out)
-        common = dict(model=model, input_tokens=tokens_in, output_tokens=tokens_out, usd=usd, latency_s=latency,
-                      finish_reason=attempt.finish_reason, truncated=truncated, calls=calls)
+        table = self._price_table()
+        usd = sum(table.cost(self.model, a.input_tokens, a.output_tokens, cache_read=a.cache_read_tokens,
+                             cache_write=a.cache_write_tokens, batch=batch and a is first) for a in tried)
+        common = dict(model=model, input_tokens=sum(a.input_tokens for a in tried),
+                      output_tokens=sum(a.output_tokens for a in tried), usd=usd, latency_s=latency,
+                      finish_reason=attempt.finish_reason, truncated=truncated, calls=calls,
+                      cache_read_tokens=sum(a.cache_read_tokens for a in tried),
+                      cache_write_tokens=sum(a.cache_write_tokens for a in tried), batch=batch)
         if attempt.error is not None:
             self._report(request, attempt, attempt.error_class, budget)
             parse = "malformed" if attempt.error_class == "malformed" else "error"

@@ -1,4 +1,4 @@
-"""``openai:url=URL[,model=M][,schema_mode=json_schema|json_object|none]`` — any OpenAI-compatible server.
+"""``openai:url=URL|socket=PATH[,model=M][,schema_mode=json_schema|json_object|none]`` — any OpenAI-compatible server.
 
 Through the official ``openai`` SDK (``AsyncOpenAI``, chat completions). The
 task's JSON Schema is sent as ``response_format={"type": "json_schema", ...}``
@@ -10,7 +10,10 @@ that mode. ``schema_mode=none``
 sends no response_format and relies on the prompt and the JSON repair.
 
 Options: ``url`` (the server's ``/v1`` base URL; default: the SDK's, i.e.
-``OPENAI_BASE_URL`` or api.openai.com), ``model`` (default ``default``),
+``OPENAI_BASE_URL`` or api.openai.com), ``socket`` (a server listening on a Unix domain
+socket at PATH, such as a local llama.cpp or mlx server: the SDK's own HTTP client is
+given an httpx transport on that socket; the base URL is then ``url`` or
+``http://localhost/v1``, whose host only fills the Host header), ``model`` (default ``default``),
 ``schema_mode``, ``timeout`` (seconds per attempt, default 120),
 ``max_retries`` (the SDK's own retries on 408/409/429/5xx/timeouts, honouring
 ``retry-after``; default 4), ``strict`` (json_schema strict flag, default false),
@@ -18,12 +21,16 @@ Options: ``url`` (the server's ``/v1`` base URL; default: the SDK's, i.e.
 formats that silently drop system messages, such as llama.cpp's ``gemma``;
 default false). None of these options is part of a cassette key.
 
+Prompt caching is the server's: OpenAI caches a prompt prefix of 1024 tokens or more by itself (the
+system message, then the user message, come in that order: what a task's members share comes
+first). ``usage.prompt_tokens_details.cached_tokens`` is recorded and priced at the cached rate.
+
 A 400 naming ``max_completion_tokens`` (newer OpenAI models) switches the budget
 parameter to it; a 400 naming ``temperature`` (models that only take their
 default) drops temperature. Each happens once per backend and is remembered.
 
-The key comes from ``OPENAI_API_KEY``; a local server (a ``url`` was given) gets
-a dummy key when none is set. Without ``url`` the key is required.
+The key comes from ``OPENAI_API_KEY``; a local server (a ``url`` or a ``socket`` was
+given) gets a dummy key when none is set. Without either the key is required.
 """
 
 from __future__ import annotations
@@ -43,6 +50,8 @@ SCHEMA_MODES = ("json_schema", "json_object", "none")
 DEFAULT_MODEL = "default"
 KEY_ENV = "OPENAI_API_KEY"
 DUMMY_KEY = "sk-no-key-required"
+BATCH_ENDED = ("completed", "failed", "expired", "cancelled")
+SOCKET_BASE_URL = "http://localhost/v1"  # over a Unix socket the host only names the Host header
 
 
 class OpenAIBackend(LiveBackend):
@@ -50,16 +59,17 @@ class OpenAIBackend(LiveBackend):
 
     def __init__(self, label: str, url: str | None = None, model: str = DEFAULT_MODEL, schema_mode: str = "json_schema",
                  timeout_s: float = 120.0, max_retries: int = 4, strict: bool = False, merge_system: bool = False,
-                 prices=None):
+                 prices=None, socket: str | None = None):
         if schema_mode not in SCHEMA_MODES:
             raise UsageError(f"openai backend: schema_mode={schema_mode!r} (choose {', '.join(SCHEMA_MODES)})")
         key = os.environ.get(KEY_ENV)
-        if not key and not url:
-            raise BackendError(f"openai backend: {KEY_ENV} is not set (give url=... for a local server)")
+        if not key and not url and not socket:
+            raise BackendError(f"openai backend: {KEY_ENV} is not set (give url=... or socket=... for a local server)")
         self._key = key or DUMMY_KEY
-        self.url = url
+        self.url = url or (SOCKET_BASE_URL if socket else None)
+        self.socket = socket
         # What its artefacts record: the options that change the answers (not timeout, retries, strict).
-        opts = ({"url": url} if url else {}) | {"model": model}
+        opts = ({"url": url} if url else {}) | ({"socket": socket} if socket else {}) | {"model": model}
         if schema_mode != "json_schema":
             opts["schema_mode"] = schema_mode
         if merge_system:
@@ -80,6 +90,9 @@ class OpenAIBackend(LiveBackend):
         kwargs: dict[str, Any] = {"api_key": self._key, "timeout": self.timeout_s, "max_retries": self.max_retries}
         if self.url:
             kwargs["base_url"] = self.url
+        if self.socket:  # the SDK's own client (its defaults, retries, errors) over a Unix domain socket
+            transport = _httpx().AsyncHTTPTransport(uds=self.socket)
+            kwargs["http_client"] = import_sdk("openai").DefaultAsyncHttpxClient(transport=transport)
         client = AsyncOpenAI(**kwargs)
         self._no_retry_client = client.with_options(max_retries=0)
         return client
@@ -180,6 +193,46 @@ class OpenAIBackend(LiveBackend):
         return await self._create(client.with_options(max_retries=self.max_retries - 1), request, max_tokens,
                                   self.schema_mode)
 
+    # -- the Batch API (--batch: `evalkit.backends.batch`) -------------------------------------------------
+    batch_limit = 50_000  # requests per batch input file (the API's limit; 200 MB is the other)
+
+    async def batch_submit(self, entries: list[tuple[str, Request]]) -> str:
+        lines = [json.dumps({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions",
+                             "body": self._body(r, r.max_tokens, self.schema_mode)}) for cid, r in entries]
+        client = self.client()
+        uploaded = await client.files.create(file=("evalkit-batch.jsonl", "\n".join(lines).encode("utf-8"),
+                                                   "application/jsonl"), purpose="batch")
+        batch = await client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions",
+                                            completion_window="24h")
+        return batch.id
+
+    async def batch_status(self, batch_id: str) -> tuple[bool, int, str]:
+        """(ended, requests answered so far, status)."""
+        batch = await self.client().batches.retrieve(batch_id)
+        c = batch.request_counts
+        return batch.status in BATCH_ENDED, (c.completed + c.failed) if c else 0, batch.status
+
+    async def batch_results(self, batch_id: str) -> dict[str, Attempt]:
+        """custom_id → its answer as an `Attempt` (a non-200 answer or an error-file line: an error)."""
+        client = self.client()
+        batch = await client.batches.retrieve(batch_id)
+        out: dict[str, Attempt] = {}
+        for file_id in (batch.output_file_id, batch.error_file_id):
+            if not file_id:
+                continue
+            for line in (await client.files.content(file_id)).text.splitlines():
+                if not line.strip():
+                    continue
+                row = json.loads(line)
+                response = row.get("response") or {}
+                if row.get("error") or response.get("status_code") != 200:
+                    detail = json.dumps(row.get("error") or response.get("body"))
+                    out[row["custom_id"]] = Attempt(error=f"HTTP {response.get('status_code')} from {self.provider} "
+                                                          f"batch: {detail}", raw_body=detail)
+                else:
+                    out[row["custom_id"]] = self._read(json.dumps(response.get("body")))
+        return out
+
     def _read(self, body: str) -> Attempt:
         try:
             data = json.loads(body)
@@ -192,20 +245,28 @@ class OpenAIBackend(LiveBackend):
             usage = data.get("usage") or {}
             input_tokens = int(usage.get("prompt_tokens") or 0)
             output_tokens = int(usage.get("completion_tokens") or 0)
+            # automatic prefix caching: the part of prompt_tokens served from the cache (no write charge)
+            cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             return Attempt(error=f"unreadable response body from {self.provider} server: {body}",
                            error_class="malformed", raw_body=body)
         return Attempt(content=content if isinstance(content, str) else (json.dumps(content) if content else None),
                        finish_reason=finish, truncated=finish == "length", input_tokens=input_tokens,
-                       output_tokens=output_tokens, model=data.get("model") or None, raw_body=body)
+                       output_tokens=output_tokens, cache_read_tokens=cached, model=data.get("model") or None,
+                       raw_body=body)
 
 
-def _response_class() -> type:
-    try:  # the SDK generation installed here is built on httpx2; older ones on httpx
+def _httpx() -> Any:
+    """The HTTP library the SDK is built on: httpx2 for the generation installed here, httpx for older ones."""
+    try:
         import httpx2 as httpx_module
     except ImportError:  # pragma: no cover
         import httpx as httpx_module
-    return httpx_module.Response
+    return httpx_module
+
+
+def _response_class() -> type:
+    return _httpx().Response
 
 
 def _retryable(status: int) -> bool:
@@ -226,7 +287,7 @@ def _retry_delay(headers: Any) -> float:
 
 def make(spec: BackendSpec, ctx: BackendContext) -> OpenAIBackend:
     label, options = spec.label, spec.options
-    known = {"url", "model", "schema_mode", "timeout", "max_retries", "strict", "merge_system"}
+    known = {"url", "socket", "model", "schema_mode", "timeout", "max_retries", "strict", "merge_system"}
     unknown = set(options) - known
     if unknown:
         raise UsageError(f"openai backend: unknown option(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(known))})")
@@ -234,7 +295,8 @@ def make(spec: BackendSpec, ctx: BackendContext) -> OpenAIBackend:
         label, url=options.get("url") or None, model=options.get("model") or DEFAULT_MODEL,
         schema_mode=options.get("schema_mode", "json_schema"), timeout_s=option_float(options, "timeout", 120.0),
         max_retries=option_int(options, "max_retries", 4),
-        strict=_flag(options, "strict"), merge_system=_flag(options, "merge_system"))
+        strict=_flag(options, "strict"), merge_system=_flag(options, "merge_system"),
+        socket=options.get("socket") or None)
 
 
 def _flag(options: Mapping[str, str], key: str) -> bool:
@@ -244,5 +306,6 @@ def _flag(options: Mapping[str, str], key: str) -> bool:
     return value in ("1", "true", "yes")
 
 
-PROVIDER = Provider("openai", make, usage="openai:url=U[,model=M]", live=True, default_model=DEFAULT_MODEL,
-                    key_env=KEY_ENV, key_unless="url", rerecord="openai:url=<URL>,model={model}")
+PROVIDER = Provider("openai", make, usage="openai:url=U|socket=PATH[,model=M]", live=True, default_model=DEFAULT_MODEL,
+                    key_env=KEY_ENV, key_unless=("url", "socket"), rerecord="openai:url=<URL>,model={model}",
+                    prompt_cache_min=1024, batch=True)

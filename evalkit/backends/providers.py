@@ -46,9 +46,11 @@ class Provider:
     live: bool = False  # calls a model or a pipeline: recordable, replayable, key-guarded, budgeted
     default_model: str | None = None  # the model when the spec gives no model= (None: the SPEC itself, as python:)
     key_env: str | None = None  # the environment variable its key comes from (a live call needs it)
-    key_unless: str | None = None  # an option that makes the key unnecessary (openai's url=: a local server)
+    key_unless: tuple[str, ...] = ()  # options that make the key unnecessary (openai's url=, socket=: a local server)
     metered: bool = True  # evalkit makes the calls itself, so prices and retries them (not a python pipeline)
     rerecord: str | None = None  # the spec that calls model {model} again, for a cassette miss's hint
+    prompt_cache_min: int = 0  # the shortest prompt prefix (tokens) its prompt cache keeps; 0: no prompt caching
+    batch: bool = False  # has a batch API (--batch): its backend has batch_submit / batch_status / batch_results
 
     def model(self, spec: BackendSpec) -> str:
         """The model id a live spec's calls are keyed by in a cassette."""
@@ -56,9 +58,9 @@ class Provider:
 
     def missing_key(self, spec: BackendSpec, env: Mapping[str, str]) -> str | None:
         """Why a live call of `spec` cannot be made with `env` (its key is not set), or None."""
-        if not self.key_env or env.get(self.key_env) or (self.key_unless and spec.options.get(self.key_unless)):
+        if not self.key_env or env.get(self.key_env) or any(spec.options.get(k) for k in self.key_unless):
             return None
-        unless = f" (give {self.key_unless}=... for a local server)" if self.key_unless else ""
+        unless = f" (give {' or '.join(k + '=...' for k in self.key_unless)} for a local server)" if self.key_unless else ""
         return f"backend {spec.label}: {self.key_env} is not set{unless}"
 
 

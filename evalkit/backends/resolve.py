@@ -9,7 +9,8 @@ Three steps, the same for a real run and ``--dry-run``:
    one cassette, a missing API key). No network, no files written.
 2. `plan(resolved, requests)` — what a run would do: per backend replay or
    live, records in its cassette, hits and misses, calls that would be made,
-   estimated tokens and an upper bound of the USD. With ``require_prices`` (a
+   estimated tokens and an upper bound of the USD, and what the provider's prompt
+   cache would save. With ``require_prices`` (a
    dry run or ``--max-usd``, without ``--allow-unpriced``) a backend whose
    spend cannot be bounded is a guard too. Still no network and no files
    written.
@@ -22,6 +23,7 @@ Three steps, the same for a real run and ``--dry-run``:
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -273,6 +275,8 @@ class BackendPlan:
     max_retries: int = 0
     notes: list[str] = field(default_factory=list)
     not_covered: list[str] = field(default_factory=list)  # member keys the replayed cassette has no recording of
+    cache_prefix_tokens: int = 0  # the longest prefix its calls share (system + schema, chars/4)
+    cache_saving_usd: float = 0.0  # what the provider's prompt cache saves on one pass (0: not cached)
 
 
 @dataclass
@@ -312,6 +316,8 @@ class Plan:
                         else f"cost unknown ({_unpriced_why(b.kind, b.model)})")
                 line += f", {b.calls} calls, ~{b.est_input_tokens} input + ≤{b.est_output_tokens} output tokens, {cost}"
             out.append(line)
+            if b.mode in ("live", "record") and b.calls and b.priced and provider(b.kind).prompt_cache_min:
+                out.append(f"      prompt caching: {_cache_line(b)}")
             out += [f"      note: {n}" for n in b.notes]
         unpriced = [b.label for b in self.backends if b.calls and not b.priced]
         cost = f"at most ${self.est_usd:.4f}" + (f" plus the unknown cost of {', '.join(unpriced)}" if unpriced else "")
@@ -322,6 +328,28 @@ class Plan:
         else:
             out.append("  no guard would abort a real run")
         return "\n".join(out)
+
+
+def _cache_line(b: BackendPlan) -> str:
+    least = provider(b.kind).prompt_cache_min
+    prefix = f"shared prefix ~{b.cache_prefix_tokens} tokens (system prompt + schema, characters/4)"
+    if b.cache_prefix_tokens < least:
+        return f"no saving: {prefix}, under the {least}-token minimum a prompt cache keeps"
+    return f"saves ~${b.cache_saving_usd:.4f} of the one-pass cost: {prefix}, written once, then read"
+
+
+def cache_saving(r: Resolved, calls: Sequence[Request], table: PriceTable) -> tuple[int, float]:
+    """(the longest shared prefix in tokens, USD saved) when `calls` go through `r`'s prompt cache: calls
+    sharing a system prompt and schema share a prefix; one writes it, the rest read it (`PriceTable.cache_saving`)."""
+    least = r.provider.prompt_cache_min
+    groups: Counter = Counter((c.system, json.dumps(c.schema, sort_keys=True, separators=(",", ":"))) for c in calls)
+    longest, saved = 0, 0.0
+    for (system, schema), n in groups.items():
+        tokens = estimate_tokens(len(system) + len(schema))
+        longest = max(longest, tokens)
+        if least and tokens >= least:
+            saved += table.cache_saving(r.model or "", tokens, n)
+    return longest, saved
 
 
 def _max_retries(r: Resolved) -> int:
@@ -355,7 +383,8 @@ def price_guard(r: Resolved, table: PriceTable) -> Guard | None:
 
 
 def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: PriceTable | None = None, *,
-         require_prices: bool = False, judge: Resolved | None = None, strict_replay: bool = False) -> Plan:
+         require_prices: bool = False, judge: Resolved | None = None, strict_replay: bool = False,
+         batch: bool = False) -> Plan:
     """What a run of `requests` through every resolved backend (and `judge`, whose requests depend on the
     extractions: guards only) would do. Makes no calls, writes nothing.
 
@@ -374,6 +403,8 @@ def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: Pric
         usd = pass_usd = 0.0
         retries = _max_retries(r)
         misses: list[tuple[Request, str]] = []
+        called: list[Request] = []
+        batched = batch and r.provider.batch and r.mode in ("live", "record")  # --batch: first calls at its rate
         models = [r.model] if r.model else (cas.models() if cas is not None else [])
         for req in requests:
             if r.mode in ("replay", "record") and cas is not None:
@@ -387,17 +418,22 @@ def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: Pric
                     continue
             if r.mode in ("live", "record"):
                 calls += 1
+                called.append(req)
                 chars = request_chars(req)
                 tok_in += estimate_tokens(chars)
                 tok_out += req.max_tokens
                 if r.provider.metered:
-                    usd += table.bound(r.model or "", chars, call_budgets(req.max_tokens), sends=1 + retries)
-                    pass_usd += table.bound(r.model or "", chars, [req.max_tokens])
+                    usd += table.bound(r.model or "", chars, call_budgets(req.max_tokens), sends=1 + retries,
+                                       batch=batched)
+                    pass_usd += table.bound(r.model or "", chars, [req.max_tokens], batch=batched)
         if require_prices and calls and (unpriced := price_guard(r, table)):
             guards.append(unpriced)
+        prefix, saving = cache_saving(r, called, table) if r.provider.metered else (0, 0.0)
         notes = list(r.notes)
         if r.via_env:
             notes.append(f"{r.mode} chosen by {r.via_env}")
+        if batched and calls:
+            notes.append(f"--batch: {calls} request(s) in provider batches, priced at the batch rate")
         not_covered = [] if strict_replay else [req.member for req, _ in misses]
         if not_covered:
             members = ", ".join(not_covered[:5]) + (" ..." if len(not_covered) > 5 else "")
@@ -415,7 +451,7 @@ def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: Pric
             cassette_records=len(cas) if cas is not None else (0 if r.cassette else None),
             requests=len(requests), replay_hits=hits, calls=calls, est_input_tokens=tok_in, est_output_tokens=tok_out,
             est_usd=usd, priced=_priced(r, table), pass_usd=pass_usd, max_retries=retries, notes=notes,
-            not_covered=not_covered))
+            not_covered=not_covered, cache_prefix_tokens=prefix, cache_saving_usd=saving))
     if judge is not None:
         guards += judge.guards
         if require_prices and (unpriced := price_guard(judge, table)):

@@ -39,7 +39,7 @@ __all__ = ["BackendSpec", "SECRET_KEYS", "LOCAL_KEYS", "FILE_KEYS", "redact_stor
 
 SECRET_KEYS = frozenset({"key", "api_key", "apikey", "token", "secret", "password", "auth", "authorization", "bearer"})
 FILE_KEYS = ("path", "dir", "file", "cassette")  # options naming a local file or folder
-LOCAL_KEYS = frozenset({*FILE_KEYS, "target"})  # ... or a local module (python:'s target)
+LOCAL_KEYS = frozenset({*FILE_KEYS, "target", "socket"})  # ... or a local module (python:'s target), a socket
 _PART = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 LABEL = re.compile(rf"{_PART}(?:/{_PART})*")
 _POSITIONAL = {"python": "target"}  # kinds whose SPEC is KIND:VALUE (colons kept), not KIND:key=value,...

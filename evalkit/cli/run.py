@@ -51,7 +51,7 @@ def _run(opts) -> int:
     return result.exit_code
 
 
-BACKEND_HELP = ("Backend (repeatable): anthropic[:model=M], openai:url=U[,model=M], cassette:path=P, "
+BACKEND_HELP = ("Backend (repeatable): anthropic[:model=M], openai:url=U|socket=PATH[,model=M], cassette:path=P, "
                 "python:MODULE:FUNCTION, fake, predictions:dir=D (default: the committed cassette).")
 RECORD = click.option("--record", multiple=True, metavar="NAME=PATH",
                       help="Record backend NAME's calls to a cassette (appends; replays what it already holds).")
@@ -67,6 +67,9 @@ RECORD = click.option("--record", multiple=True, metavar="NAME=PATH",
 @ALLOW_UNPRICED
 @click.option("--prices", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Price table (YAML/JSON) overriding the built-in one (or $EVALKIT_PRICES).")
+@click.option("--batch", is_flag=True,
+              help="anthropic / openai: send the uncached calls through the provider's batch API (half price, "
+                   "answers within 24 h); an interrupted run resumes its batches.")
 @JUDGE_OPTIONS
 @RUN_OPTIONS
 @SCOPE_OPTIONS

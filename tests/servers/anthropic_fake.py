@@ -7,6 +7,15 @@ characters/4. Scripted actions as in `openai_fake` (``status``/``headers``,
 "max_tokens"`` with a partial tool input), ``{"text": "..."}`` (a text block
 instead of a tool call), ``{"input": {...}}`` (this tool input) and
 ``{"stop": "..."}`` (this stop reason).
+
+Prompt caching as the API does it, in miniature: a request with a ``cache_control`` breakpoint
+(on the system prompt or the tool) caches its prefix (tools + system): the first such request
+reports that prefix as ``cache_creation_input_tokens``, every later one with the same prefix as
+``cache_read_input_tokens`` (characters/4; ``input_tokens`` is then the rest), whatever its length.
+
+Message Batches (``/v1/messages/batches``): a created batch stays ``in_progress`` for
+``batch_polls`` status polls, then has ended; its results answer each request as a call would
+(an ``errored`` result for one whose user prompt says ``BATCH-ERROR``).
 """
 
 from __future__ import annotations
@@ -28,12 +37,21 @@ class AnthropicFake(FakeServer):
         super().__init__(self._handle)
         self.latency = latency
         self.answer = answer
+        self.cached: set[str] = set()  # prompt prefixes in the fake's prompt cache
+        self.batches: dict[str, dict[str, Any]] = {}  # Message Batches: id → its requests and polls left
+        self.batch_polls = 1  # status polls a batch stays in progress for (then it has ended)
 
     def messages(self) -> list[dict[str, Any]]:
         with self.lock:
             return [r.json for r in self.requests if r.path.endswith("/v1/messages")]
 
+    def batch_creates(self) -> int:
+        with self.lock:
+            return sum(1 for r in self.requests if r.method == "POST" and r.path.endswith("/v1/messages/batches"))
+
     async def _handle(self, req: HTTPRequest, server: FakeServer) -> HTTPResponse:
+        if "/v1/messages/batches" in req.path:
+            return self._batch(req)
         if req.method != "POST" or not req.path.endswith("/v1/messages"):
             return HTTPResponse(404, {"type": "error", "error": {"type": "not_found_error", "message": req.path}})
         action = self.next_action()
@@ -56,11 +74,65 @@ class AnthropicFake(FakeServer):
             content = [{"type": "tool_use", "id": "toolu_fake", "name": tool,
                         "input": action.get("input") or self.answer(body)}]
             stop = action.get("stop", "tool_use")
-        prompt_chars = len(str(body.get("system", ""))) + sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
-        out_chars = len(json.dumps(content))
-        return HTTPResponse(200, {
-            "id": "msg_fake", "type": "message", "role": "assistant",
-            "model": action.get("model") or body.get("model", "claude-fake"),
-            "content": content, "stop_reason": stop, "stop_sequence": None,
-            "usage": {"input_tokens": prompt_chars // 4, "output_tokens": out_chars // 4},
-        }, headers=action.get("headers", {}), delay=delay)
+        return HTTPResponse(200, self.message(body, content, stop, action.get("model")),
+                            headers=action.get("headers", {}), delay=delay)
+
+    # -- Message Batches: create, retrieve (polls), results (JSONL) -----------------------------------------
+    def _batch(self, req: HTTPRequest) -> HTTPResponse:
+        path = req.path.split("?")[0]
+        if req.method == "POST" and path.endswith("/v1/messages/batches"):
+            with self.lock:
+                batch_id = f"msgbatch_fake{len(self.batches) + 1}"
+                self.batches[batch_id] = {"requests": req.json["requests"], "polls": self.batch_polls}
+            return HTTPResponse(200, self._batch_object(batch_id, ended=False))
+        parts = path.split("/")
+        if req.method != "GET" or parts[-1 if parts[-1] != "results" else -2] not in self.batches:
+            return HTTPResponse(404, {"type": "error", "error": {"type": "not_found_error", "message": path}})
+        if parts[-1] == "results":
+            lines = [json.dumps(self._batch_result(r)) for r in self.batches[parts[-2]]["requests"]]
+            return HTTPResponse(200, "\n".join(lines) + "\n", headers={"content-type": "application/binary"})
+        batch = self.batches[parts[-1]]
+        with self.lock:
+            batch["polls"] -= 1
+            ended = batch["polls"] < 0
+        return HTTPResponse(200, self._batch_object(parts[-1], ended))
+
+    def _batch_object(self, batch_id: str, ended: bool) -> dict[str, Any]:
+        n = len(self.batches[batch_id]["requests"])
+        return {"id": batch_id, "type": "message_batch", "processing_status": "ended" if ended else "in_progress",
+                "request_counts": {"processing": 0 if ended else n, "succeeded": n if ended else 0, "errored": 0,
+                                   "canceled": 0, "expired": 0},
+                "created_at": "2026-12-01T00:00:00Z", "expires_at": "2026-12-02T00:00:00Z",
+                "ended_at": "2026-12-01T00:01:00Z" if ended else None, "archived_at": None,
+                "cancel_initiated_at": None,
+                "results_url": f"{self.url}/v1/messages/batches/{batch_id}/results" if ended else None}
+
+    def _batch_result(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """One request's result: the answer a call would get, or an error when its user prompt says
+        ``BATCH-ERROR``."""
+        body = entry["params"]
+        if "BATCH-ERROR" in json.dumps(body.get("messages")):
+            return {"custom_id": entry["custom_id"], "result": {"type": "errored", "error": {
+                "type": "error", "error": {"type": "invalid_request_error", "message": "scripted batch error"}}}}
+        tool = (body.get("tool_choice") or {}).get("name", "tool")
+        content = [{"type": "tool_use", "id": "toolu_fake", "name": tool, "input": self.answer(body)}]
+        return {"custom_id": entry["custom_id"],
+                "result": {"type": "succeeded", "message": self.message(body, content, "tool_use")}}
+
+    def message(self, body: dict[str, Any], content: list[dict[str, Any]], stop: str, model: str | None = None
+                ) -> dict[str, Any]:
+        """A Messages API answer with its usage, prompt caching included (see module docstring)."""
+        system = body.get("system", "")
+        system_text = system if isinstance(system, str) else "".join(b.get("text", "") for b in system)
+        prefix = json.dumps(body.get("tools", []), sort_keys=True) + system_text
+        prompt_chars = len(system_text) + sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
+        usage = {"input_tokens": prompt_chars // 4, "output_tokens": len(json.dumps(content)) // 4}
+        if "cache_control" in json.dumps([system, body.get("tools", [])]):
+            with self.lock:
+                hit = prefix in self.cached
+                self.cached.add(prefix)
+            cached = len(prefix) // 4
+            usage["input_tokens"] = max(0, usage["input_tokens"] - len(system_text) // 4)
+            usage["cache_read_input_tokens" if hit else "cache_creation_input_tokens"] = cached
+        return {"id": "msg_fake", "type": "message", "role": "assistant", "model": model or body.get("model", "claude-fake"),
+                "content": content, "stop_reason": stop, "stop_sequence": None, "usage": usage}

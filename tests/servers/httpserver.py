@@ -1,4 +1,4 @@
-"""A minimal HTTP/1.1 server on 127.0.0.1 (asyncio, keep-alive), run in a background thread.
+"""A minimal HTTP/1.1 server on 127.0.0.1 or a Unix domain socket (asyncio, keep-alive), run in a background thread.
 
 Only what the provider SDKs need: one request per message, Content-Length
 bodies, JSON in and out. Each fake provider supplies an async handler; every
@@ -58,9 +58,10 @@ Handler = Callable[[HTTPRequest, "FakeServer"], Awaitable[HTTPResponse]]
 
 
 class FakeServer:
-    def __init__(self, handler: Handler, host: str = "127.0.0.1", port: int = 0):
+    def __init__(self, handler: Handler, host: str = "127.0.0.1", port: int = 0, uds: str | None = None):
         self.handler = handler
         self.host, self.port = host, port
+        self.uds = uds  # a Unix domain socket path to listen on instead of host:port
         self.requests: list[HTTPRequest] = []
         self.script: list[dict[str, Any]] = []  # per-request faults, consumed in order
         self.lock = threading.Lock()
@@ -111,9 +112,12 @@ class FakeServer:
     def _run(self) -> None:
         self._loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self._loop)
-        self._server = self._loop.run_until_complete(
-            asyncio.start_server(self._conn, self.host, self.port, backlog=1024))
-        self.port = self._server.sockets[0].getsockname()[1]
+        if self.uds:
+            self._server = self._loop.run_until_complete(asyncio.start_unix_server(self._conn, self.uds, backlog=1024))
+        else:
+            self._server = self._loop.run_until_complete(
+                asyncio.start_server(self._conn, self.host, self.port, backlog=1024))
+            self.port = self._server.sockets[0].getsockname()[1]
         self._ready.set()
         try:
             self._loop.run_forever()

@@ -11,6 +11,9 @@ Default answer: a JSON object made from the request (deterministic), with
     {"content": "...", "finish": "length"}               a chosen answer / finish reason
     {"model": "...", "headers": {...}}                   a chosen reported model id / response headers
 
+Automatic prefix caching in miniature: a request whose system message was seen before reports it
+(characters/4) as ``usage.prompt_tokens_details.cached_tokens``.
+
 ``reject_json_schema=True`` mimics llama.cpp's server: a 500 naming
 ``response_format`` whenever ``response_format.type == "json_schema"``.
 
@@ -40,20 +43,106 @@ def default_answer(body: dict[str, Any]) -> dict[str, Any]:
     return {"echo": hashlib.sha256(str(user).encode()).hexdigest()[:12], "chars": len(str(user))}
 
 
-class OpenAIFake(FakeServer):
+def _multipart_file(req: HTTPRequest) -> bytes:
+    """The ``file`` part of a multipart/form-data upload."""
+    boundary = req.headers["content-type"].split("boundary=", 1)[1].strip('"').encode()
+    for part in req.body.split(b"--" + boundary):
+        head, _, data = part.partition(b"\r\n\r\n")
+        if b'name="file"' in head:
+            return data.removesuffix(b"\r\n")
+    raise ValueError("no file part")
+
+
+class _BatchAPIMixin:
+    """The Batch API over this fake's own chat completions: files in and out, batches that end after polls."""
+
+    async def _batch_api(self: "OpenAIFake", req: HTTPRequest) -> HTTPResponse:
+        path = req.path.split("?")[0]
+        if req.method == "POST" and path.endswith("/v1/files"):
+            with self.lock:
+                file_id = f"file-fake{len(self.files) + 1}"
+                self.files[file_id] = _multipart_file(req)
+            return HTTPResponse(200, self._file(file_id))
+        if req.method == "GET" and path.endswith("/content") and path.split("/")[-2] in self.files:
+            return HTTPResponse(200, self.files[path.split("/")[-2]], headers={"content-type": "application/octet-stream"})
+        if req.method == "POST" and path.endswith("/v1/batches"):
+            with self.lock:
+                batch_id = f"batch_fake{len(self.batches) + 1}"
+                self.batches[batch_id] = {"input": req.json["input_file_id"], "polls": self.batch_polls, "output": None}
+            return HTTPResponse(200, self._batch_object(batch_id))
+        batch_id = path.rsplit("/", 1)[-1]
+        if req.method == "GET" and batch_id in self.batches:
+            batch = self.batches[batch_id]
+            with self.lock:
+                batch["polls"] -= 1
+            if batch["polls"] < 0 and batch["output"] is None:
+                await self._finish_batch(batch)
+            return HTTPResponse(200, self._batch_object(batch_id))
+        return HTTPResponse(404, {"error": {"message": f"no route {req.method} {path}"}})
+
+    def _file(self: "OpenAIFake", file_id: str) -> dict[str, Any]:
+        return {"id": file_id, "object": "file", "bytes": len(self.files[file_id]), "created_at": 1700000000,
+                "filename": "batch.jsonl", "purpose": "batch", "status": "processed"}
+
+    async def _finish_batch(self: "OpenAIFake", batch: dict[str, Any]) -> None:
+        """Answer every line as a call would (an error line for a user prompt saying BATCH-ERROR)."""
+        out, errors = [], []
+        for line in self.files[batch["input"]].decode().splitlines():
+            entry = json.loads(line)
+            if "BATCH-ERROR" in json.dumps(entry["body"].get("messages")):
+                errors.append({"id": "r", "custom_id": entry["custom_id"], "error": None, "response": {
+                    "status_code": 400, "request_id": "q", "body": {"error": {"message": "scripted batch error"}}}})
+                continue
+            answer = await self._handle(HTTPRequest("POST", "/v1/chat/completions", {}, json.dumps(entry["body"]).encode()),
+                                        self)
+            out.append({"id": "r", "custom_id": entry["custom_id"], "error": None,
+                        "response": {"status_code": 200, "request_id": "q", "body": answer.body}})
+        with self.lock:
+            for name, rows in (("output", out), ("errors", errors)):
+                if rows:
+                    file_id = f"file-fake{len(self.files) + 1}"
+                    self.files[file_id] = ("\n".join(json.dumps(r) for r in rows) + "\n").encode()
+                    batch[name] = file_id
+            batch.setdefault("errors", None)
+            batch["output"] = batch["output"] or ""
+
+    def _batch_object(self: "OpenAIFake", batch_id: str) -> dict[str, Any]:
+        batch = self.batches[batch_id]
+        ended = batch["output"] is not None
+        n = len(self.files[batch["input"]].splitlines())
+        failed = len(self.files[batch["errors"]].splitlines()) if batch.get("errors") else 0
+        return {"id": batch_id, "object": "batch", "endpoint": "/v1/chat/completions", "errors": None,
+                "input_file_id": batch["input"], "completion_window": "24h",
+                "status": "completed" if ended else "in_progress", "created_at": 1700000000,
+                "output_file_id": batch["output"] or None, "error_file_id": batch.get("errors"),
+                "request_counts": {"total": n, "completed": n - failed if ended else 0, "failed": failed}}
+
+
+class OpenAIFake(_BatchAPIMixin, FakeServer):
     def __init__(self, latency: float = 0.0, reject_json_schema: bool = False,
-                 answer: Callable[[dict[str, Any]], Any] = default_answer, model: str | None = None):
-        super().__init__(self._handle)
+                 answer: Callable[[dict[str, Any]], Any] = default_answer, model: str | None = None,
+                 uds: str | None = None):
+        super().__init__(self._handle, uds=uds)
         self.latency = latency
         self.reject_json_schema = reject_json_schema
         self.answer = answer
         self.model = model
+        self.seen_prefixes: set[str] = set()  # system messages answered before: the fake's prompt cache
+        self.files: dict[str, bytes] = {}  # uploaded and produced files (the Batch API's input and output)
+        self.batches: dict[str, dict[str, Any]] = {}  # id → input file, polls left, output file once ended
+        self.batch_polls = 1  # status polls a batch stays in progress for (then it has completed)
 
     def completions(self) -> list[dict[str, Any]]:
         with self.lock:
             return [r.json for r in self.requests if r.path.endswith("/chat/completions")]
 
+    def batch_creates(self) -> int:
+        with self.lock:
+            return sum(1 for r in self.requests if r.method == "POST" and r.path.endswith("/v1/batches"))
+
     async def _handle(self, req: HTTPRequest, server: FakeServer) -> HTTPResponse:
+        if "/v1/files" in req.path or "/v1/batches" in req.path:
+            return await self._batch_api(req)
         if req.method != "POST" or not req.path.endswith("/chat/completions"):
             return HTTPResponse(404, {"error": {"message": f"no route {req.method} {req.path}"}})
         action = self.next_action()
@@ -73,12 +162,17 @@ class OpenAIFake(FakeServer):
         content = action["content"] if "content" in action else json.dumps(self.answer(body))
         finish = action.get("finish", "stop")
         prompt_chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
+        system = next((str(m.get("content", "")) for m in body.get("messages", []) if m.get("role") == "system"), "")
+        with self.lock:
+            cached = len(system) // 4 if system in self.seen_prefixes else 0
+            self.seen_prefixes.add(system)
         return HTTPResponse(200, {
             "id": "chatcmpl-fake", "object": "chat.completion", "created": 1700000000,
             "model": action.get("model") or self.model or body.get("model", "fake-model"),
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
             "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(content) // 4 + 1,
-                      "total_tokens": prompt_chars // 4 + len(content) // 4 + 1},
+                      "total_tokens": prompt_chars // 4 + len(content) // 4 + 1,
+                      "prompt_tokens_details": {"cached_tokens": cached}},
         }, headers=action.get("headers", {}), delay=delay)
 
 
