@@ -62,11 +62,13 @@ def test_baseline_against_itself_is_the_judges_noise_floor(tmp_path, recorded):
 def test_a_member_the_reference_failed_on_is_an_error_not_a_number(tmp_path, recorded):
     base = write_cassette(tmp_path / "c" / "one.jsonl", "base-model", same, members=TWO[:1])
     backends = [("base", f"cassette:path={base}"), recorded[1]]
-    # The reference's cassette lacks the second member: replaying it misses, so the run refuses up front.
-    from evalkit.errors import CassetteError
-
-    with pytest.raises(CassetteError):
-        run_graph(tmp_path / "run", backends, reference="base")
+    # The reference's cassette lacks the second member: it is not covered for the reference, and the other
+    # backend's answer to it has nothing to be compared with — an error with its cause, not a number.
+    res = run_graph(tmp_path / "run", backends, reference="base")
+    got = {(o.member, o.backend): o for o in res.outcomes}
+    assert got[(TWO[1], "base")].status == "not_covered"
+    assert got[(TWO[1], "again")].status == "error" and got[(TWO[1], "again")].cause == REFERENCE_FAILED
+    assert got[(TWO[0], "again")].status == "scored"
     # A reference record that is not a usable truth: that member errors with its cause, the other is scored.
     broken = tmp_path / "c" / "broken.jsonl"
     lines = (tmp_path / "c" / "base.jsonl").read_text().splitlines()
