@@ -369,6 +369,30 @@ def metrics_cmd(tasks, corpus, markdown):
     click.echo(metrics.markdown(loaded) if markdown else "\n".join(metrics.text(t) for t in loaded), nl=False)
 
 
+@main.command("init")
+@click.argument("directory", type=click.Path(path_type=Path, file_okay=False))
+def init_cmd(directory):
+    """Start a project in DIRECTORY: a corpus with an example task and member, a scoreboard, a README."""
+    from .scaffold import init_project
+
+    init_project(directory)
+    click.echo(f"{directory}: project created; next: cd {shlex.quote(str(directory))} && evalkit run --backend fake"
+               f" (see {directory / 'README.md'})")
+
+
+@main.command("new-member")
+@click.argument("task")
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--id", "member_id", default=None, help="Member id (default: the file name, lower-case, dashed).")
+@CORPUS
+def new_member_cmd(task, file, member_id, corpus):
+    """Add FILE to TASK as a new member: sha256 pinned, truth.yaml skeleton from the task's schema."""
+    from .scaffold import new_member
+
+    member = new_member(corpus or DEFAULT_CORPUS, task, file, member_id)
+    click.echo(f"{member}: added; fill in {member / 'truth.yaml'} and the licence in {member / 'manifest.yaml'}")
+
+
 from .board_cli import COMMANDS as _BOARD_COMMANDS  # noqa: E402
 
 for _command in _BOARD_COMMANDS:
