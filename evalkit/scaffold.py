@@ -113,7 +113,7 @@ README = """\
 
     corpus/{task}/task.yaml          the task: prompt, schema, field kinds, threshold
     corpus/{task}/<member>/          one document each: the file, manifest.yaml (sha256), truth.yaml
-    corpus/scoreboard.json           the scoreboard (`--update-scoreboard` writes it)
+    corpus/{board}           the scoreboard (`--update-scoreboard` writes it)
 
 Next commands, from this folder:
 
@@ -125,7 +125,7 @@ Next commands, from this folder:
     evalkit run --backend mine=... --update-scoreboard              # record the scores
     evalkit band && evalkit check                 # a regression band, then the gate against it
 
-Each run writes runs/<time>-<backends>/ with notebooks and index.html.
+Each run writes a folder under runs/: its notebooks and an HTML report (the command prints its path).
 """
 
 
@@ -149,7 +149,7 @@ def init_project(dest: str | Path) -> list[Path]:
         corpus / EXAMPLE_TASK / "task.yaml": TASK_YAML,
         doc: EXAMPLE_DOCUMENT,
         member / "truth.yaml": EXAMPLE_TRUTH,
-        dest / "README.md": README.format(name=dest.resolve().name, task=EXAMPLE_TASK),
+        dest / "README.md": README.format(name=dest.resolve().name, task=EXAMPLE_TASK, board=BOARD_NAME),
     }
     for path, text in files.items():
         write_text(path, text)
