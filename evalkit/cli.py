@@ -119,8 +119,11 @@ def print_summary(result) -> None:
         click.echo(f"{task}")
         scored = [o for o in outs if o.status == SCORED]
         errors = [o for o in outs if o.status == ERROR]
+        skipped = sorted({o.member for o in outs if o.status == SKIPPED})
         for o in outs:
             name = f"  {o.member}" + (f" [{o.backend}]" if multi else "")
+            if o.status == SKIPPED:
+                continue  # a missing source: one line for the task, below
             if o.status == SCORED:
                 verdict = {True: "PASS", False: "FAIL", None: ""}[o.passed]
                 click.echo(f"{name} … {_pct(o.score)} {verdict}".rstrip())
@@ -147,6 +150,10 @@ def print_summary(result) -> None:
             if n:
                 line += f" · {n} {status}"
         click.echo(line)
+        if skipped:
+            click.echo(f"  {len(skipped)} member{'s' if len(skipped) > 1 else ''} skipped: their files are not under the "
+                       "sources folder (--sources or $EVALKIT_SOURCES); `evalkit sources` lists each file, where "
+                       "to get it and where to put it")
     index = result.run_dir / INDEX
     click.echo(f"Report: {index if index.exists() else result.run_dir}")
 
@@ -391,6 +398,28 @@ def new_member_cmd(task, file, member_id, corpus):
 
     member = new_member(corpus or DEFAULT_CORPUS, task, file, member_id)
     click.echo(f"{member}: added; fill in {member / 'truth.yaml'} and the licence in {member / 'manifest.yaml'}")
+
+
+@main.command("sources")
+@click.option("--check", is_flag=True, help="Exit 3 if any expected file is missing (4 if one is altered).")
+@CORPUS
+@SOURCES
+def sources_cmd(check, corpus, sources):
+    """List every file the pointer members need under the sources folder, whether it is present and
+    matches its sha256, and per public data set where to get it, its licence and the layout to unpack."""
+    from .datasets import ALTERED, expected_files, problems, render
+    from .errors import EXIT_INTEGRITY
+
+    folder = sources_dir(sources)
+    expected = expected_files(corpus or DEFAULT_CORPUS, folder)
+    click.echo(render(expected, folder), nl=False)
+    if check:
+        bad = problems(expected, folder)
+        for line in bad:
+            click.echo(f"evalkit: {line}", err=True)
+        if bad:
+            sys.exit(EXIT_INTEGRITY if any(e.status == ALTERED for e in expected) else EXIT_INVALID)
+    sys.exit(EXIT_OK)
 
 
 from .board_cli import COMMANDS as _BOARD_COMMANDS  # noqa: E402
