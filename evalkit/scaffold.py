@@ -122,8 +122,11 @@ Next commands, from this folder:
     evalkit new-member {task} path/to/doc.pdf     # add a document; then fill in its truth.yaml
     evalkit run --backend mine=openai:url=http://localhost:8080/v1 --record mine=cassettes/mine.jsonl
     evalkit run --backend mine=cassette:path=cassettes/mine.jsonl   # replay, offline and free
-    evalkit run --backend mine=... --update-scoreboard              # record the scores
-    evalkit band && evalkit check                 # a regression band, then the gate against it
+    evalkit sweep --backend mine=cassette:path=cassettes/mine.jsonl --out runs/sweep-a --update-scoreboard
+    evalkit band --from-run runs/sweep-a --from-run runs/sweep-b   # the noise band, from two sweeps
+    evalkit check --backend mine=...              # exit 1 when a metric drops beyond its band
+
+A walk through all of it: docs/tutorial.md of evalkit.
 
 Each run writes a folder under runs/: its notebooks and an HTML report (the command prints its path).
 """
