@@ -26,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 
 from .errors import CorpusError, InvalidCorpus
 from .models import Manifest, TaskSpec
+from .outschema import schema_problem
 from .paths import check_name, inside
 from .resources import CHECKOUT
 from .scoring import Scorer, load_scorer
@@ -146,6 +147,8 @@ def load_task(task_dir: Path) -> Task:
     spec, loc = parse(TaskSpec, inside(task_dir, task_dir / "task.yaml", "task.yaml", "its task folder"))
     if spec.id != task_dir.name:
         raise InvalidCorpus([f"{loc.where(('id',))}: id: {spec.id!r} must equal its folder name {task_dir.name!r}"])
+    if bad := schema_problem(spec.output_schema):
+        raise InvalidCorpus([f"{loc.where(('schema',))}: schema: not a valid JSON Schema (Draft 2020-12): {bad}"])
     scorer = load_scorer(spec.scorer, task_dir)
     options: Any = spec.scoring
     if scorer.options_model is not None:

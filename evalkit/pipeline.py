@@ -20,9 +20,12 @@ from . import runfolder
 from .backends import Backend, BackendContext, BackendSpec, Completion, Request
 from .corpus import DEFAULT_CORPUS, Member, Task, find_task, sources_dir
 from .jsonio import canonical_sha
+from .outschema import top_key, violations
 from .scoring import ScoreContext, ScoreResult
 from .sources import Document, check_integrity, read_document
 from .status import SCORING_CRASH, Failed, extraction_status, failure_of
+
+SCHEMA_INVALID = "schema_invalid"  # the parse outcome of a record that breaks the task's output schema
 
 
 def render_request(task: Task, member: Member, document: Document, ontology: Any = None) -> Request:
@@ -87,6 +90,10 @@ def extraction_record(member: Member, backend: Backend, request: Request, comple
     run = completion.to_json()
     record = run.pop("record")
     raw = run.pop("raw")
+    # A record that breaks the task's output schema is still scored as extracted; the run block says so.
+    broken = violations(record, request.schema) if record is not None and request.schema else []
+    if broken:
+        run |= {"parse": SCHEMA_INVALID, "schema_violations": broken}
     extra = {"ontology": ontology.to_json()} if ontology is not None else {}
     return {
         **extra,
@@ -186,13 +193,30 @@ def score_extraction(member: Member, extraction: dict[str, Any], home: str | Pat
     from .errors import EvalkitError
 
     try:
-        return score_record(member, extraction.get("record"), document, sources, threshold,
-                            judgments=runfolder.read_judgments(home, extraction),
-                            ontology=extraction.get("ontology"))
+        result = score_record(member, extraction.get("record"), document, sources, threshold,
+                              judgments=runfolder.read_judgments(home, extraction),
+                              ontology=extraction.get("ontology"))
+        return mark_violations(result, (extraction.get("run") or {}).get("schema_violations") or [])
     except EvalkitError:
         raise
     except Exception as e:  # noqa: BLE001 - a scorer crash is that member's error
         return Failed(SCORING_CRASH, f"{type(e).__name__}: {e}")
+
+
+def mark_violations(result: ScoreResult, broken: list[dict[str, Any]]) -> ScoreResult:
+    """Put each schema violation on the item rows of the field it is under (column ``schema``: its JSON
+    paths and messages, None on a conforming field); one the rows cannot hold (no row names its field)
+    becomes a note. Scores and metrics are untouched: the field was scored as extracted."""
+    if not broken:
+        return result
+    named = {f for row in result.items if (f := row.get("field")) is not None}
+    for row in result.items:
+        mine = [f"{v['path']}: {v['message']}" for v in broken
+                if row.get("field") is not None and top_key(v["path"]) == row.get("field")]
+        row["schema"] = "; ".join(mine) or None
+    stray = [f"{v['path']}: {v['message']}" for v in broken if top_key(v["path"]) not in named]
+    result.notes.extend(f"schema_invalid — {s}" for s in stray)
+    return result
 
 
 def score_record(member: Member, record: dict[str, Any] | None, document: Document,

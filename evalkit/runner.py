@@ -36,8 +36,8 @@ from typing import Any, Callable
 
 from . import __version__, runfolder
 from .corpus import Member, Task, load_member, load_tasks
-from .errors import (EXIT_BACKEND, EXIT_FAILED, EXIT_INTEGRITY, EXIT_OK, CassetteError, CorpusError, IntegrityError,
-                     SourceMissing, UsageError)
+from .errors import (EXIT_BACKEND, EXIT_FAILED, EXIT_INTEGRITY, EXIT_OK, CassetteError, CorpusError, EvalkitError,
+                     IntegrityError, SourceMissing, UsageError)
 from .backends import BackendSpec, check_labels, labels_slug
 from .interrupt import Interrupted
 from .jsonio import remove_partials
@@ -77,6 +77,8 @@ class RunOptions:
     judge_cache: Path | None = None  # --judge-cache PATH (default <run folder's parent>/judge-cache.jsonl)
     ontology: Path | None = None  # run only: --ontology PATH (evalkit.ontology)
     ontology_mode: str | None = None  # --ontology-mode open|strict
+    board: Path | None = None  # write the scored entries into this scoreboard at the end (--update-scoreboard)
+    history: bool = False  # append the outcomes to runs/index.jsonl at the end (the CLI's runs do)
 
 
 @dataclass
@@ -106,6 +108,7 @@ class RunResult:
     outcomes: list[Outcome]
     plan: Any = None  # the dry-run plan (evalkit.backends.resolve.Plan), when --dry-run
     reused: int = 0  # extractions a resumed run took from the unfinished run before it
+    recorded: "Recorded | None" = None  # what `record` wrote (history, scoreboard) after the run
 
     @property
     def exit_code(self) -> int:
@@ -194,18 +197,53 @@ class _Done:
         return f"{', '.join(parts) or 'nothing'} done; kept in {self.run_dir}"
 
 
+@dataclass
+class Recorded:
+    """What a finished run or sweep wrote beyond its folder (`RunOptions.history`, `RunOptions.board`)."""
+
+    history_error: str | None = None  # runs/index.jsonl could not be appended (the run stands)
+    board: Path | None = None
+    entries: int = 0  # scoreboard entries written
+    board_error: EvalkitError | None = None  # the scoreboard could not be written (the run stands; the CLI exits with it)
+
+
+def record(result: Any, opts: RunOptions) -> Recorded:
+    """Append a run's (or sweep's) outcomes to the history and write its scored entries to the scoreboard,
+    as ``opts.history`` and ``opts.board`` ask. A history that cannot be written never fails the run."""
+    from .history import append_history
+    from .scoreboard import update_scoreboard
+
+    rec = Recorded()
+    if opts.history:
+        try:
+            append_history(result)
+        except EvalkitError as e:
+            rec.history_error = str(e)
+    if opts.board is not None:
+        rec.board = Path(opts.board)
+        try:
+            rec.entries = len(update_scoreboard(result, rec.board, corpus=opts.corpus, sources=opts.sources))
+        except EvalkitError as e:
+            rec.board_error = e
+    return rec
+
+
 def run(opts: RunOptions, progress: Progress | None = None) -> RunResult:
-    """Run extraction and scoring for the selected corpus members; see module docstring."""
+    """Run extraction and scoring for the selected corpus members; see module docstring. Then `record` what
+    ``opts`` asks (history, scoreboard); a dry run only plans."""
     done = _Done()
     with ExitStack() as held:  # the run folder's lock, once taken
         try:
-            return _run(opts, done.track(progress), held, done)
+            result = _run(opts, done.track(progress), held, done)
         except KeyboardInterrupt:  # SIGINT, or SIGTERM (evalkit.interrupt): pools are stopped by now
             if done.run_dir is None:
                 raise Interrupted("nothing was written") from None
             for folder in {done.run_dir, *done.folders}:
                 remove_partials(folder, recursive=False)
             raise Interrupted(done.summary(), done.run_dir) from None
+    if result.plan is None:
+        result.recorded = record(result, opts)
+    return result
 
 
 def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> RunResult:

@@ -9,6 +9,7 @@ a truth.yaml skeleton generated from the task's schema, for the researcher to fi
 
 from __future__ import annotations
 
+import datetime as _dt
 import re
 import shutil
 from pathlib import Path
@@ -19,6 +20,7 @@ import yaml
 from .corpus import find_task
 from .errors import UsageError
 from .jsonio import write_json, write_text
+from .models import NO_ADVERSARIAL_PASS
 from .paths import check_name
 from .scoreboard import BOARD_NAME, empty_board
 from .sources import sha256_file
@@ -161,8 +163,9 @@ def init_project(dest: str | Path) -> list[Path]:
     manifest = member / "manifest.yaml"
     write_text(manifest, _manifest(
         "Example invoice", doc.name, sha256_file(doc), "CC0-1.0", "written by evalkit init as an example",
-        {"authored": "evalkit init", "instrument": "hand-written with the document",
-         "verified": "every value is literally in the document"}))
+        {"authored_by": "evalkit init: an example, written with its document",
+         "verified_by": "evalkit's developers: every value is literally in the document",
+         "adversarial_pass": NO_ADVERSARIAL_PASS, "date": "2026-12-01"}))
     return sorted([*files, manifest, board])
 
 
@@ -219,7 +222,8 @@ def new_member(corpus: str | Path, task_id: str, file: str | Path, member_id: st
     shutil.copyfile(file, doc)
     write_text(member / "manifest.yaml", _manifest(
         file.stem, doc.name, sha256_file(doc), "LicenseRef-unknown", "TODO: who may use this document, and how",
-        {"authored": "TODO: date", "instrument": "TODO: how the truth was made",
-         "verified": "TODO: how it was checked"}))
+        # Placeholders `evalkit validate` names until they are filled in (docs/authoring.md).
+        {"authored_by": "TODO", "verified_by": "TODO", "adversarial_pass": "TODO",
+         "date": _dt.date.today().isoformat()}))
     write_text(member / "truth.yaml", truth_skeleton(task))
     return member

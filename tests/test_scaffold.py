@@ -1,13 +1,14 @@
 """`evalkit init` and `evalkit new-member`: a researcher's own project that validates and scores out of the box."""
 
 import hashlib
+import re
 import subprocess
 import sys
 
 import yaml
 
 from evalkit.corpus import load_tasks
-from evalkit.errors import EXIT_USAGE
+from evalkit.errors import EXIT_INVALID, EXIT_USAGE
 from evalkit.scaffold import EXAMPLE_TASK
 
 
@@ -53,8 +54,11 @@ def test_new_member_pins_the_sha256_and_writes_a_truth_skeleton_from_the_schema(
     assert list(truth["record"]) == list(schema["properties"])  # every field, in the schema's order
     assert truth["record"]["line_items"] == [] and truth["record"]["total"] is None
     assert "# kind: date" in truth_text and truth["expected_blocking"] is True  # the gate requires fields
-    # The skeleton is a valid member: the corpus still validates, and the fake self-test scores it.
-    assert evalkit("validate", cwd=proj).returncode == 0
+    # Until its provenance is filled in, validate names each placeholder leg; the fake self-test scores it already.
+    lint = evalkit("validate", cwd=proj)
+    assert lint.returncode == EXIT_INVALID and "Traceback" not in lint.stderr
+    assert {m for m in re.findall(r"supplier-invoice-7/manifest.yaml:\d+: truth_provenance\.(\w+)", lint.stderr)} == {
+        "authored_by", "verified_by", "adversarial_pass"}, lint.stderr
     run = evalkit("run", "--backend", "fake", "--no-html", "--out", "runs/r", cwd=proj)
     assert "supplier-invoice-7 … 100.0% PASS" in run.stdout, run.stdout + run.stderr
     # The same id twice, or a missing file: one message, exit 2.

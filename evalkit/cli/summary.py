@@ -1,0 +1,125 @@
+"""The one printer of outcomes, for a run (`runner.RunResult`) and a sweep (`sweep.SweepResult`) alike:
+a line per member × backend (its score and verdict, or its status and why), then per task and backend
+one line of counts and means — means over scored members only, errors counted beside, never pooled
+across backends — then where the results are and what was recorded."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Callable
+
+import click
+
+from ..runfolder import INDEX
+from ..status import ERROR, REFUSED, SCORED, SKIPPED
+
+
+def pct(x: float | None) -> str:
+    return "   n/a" if x is None else f"{100 * x:5.1f}%"
+
+
+def _outcome_lines(name: str, o: Any, tag: str = "") -> list[str]:
+    if o.status == SCORED:
+        verdict = {True: " PASS", False: " FAIL", None: ""}[o.passed]
+        return [f"{name} … {pct(o.score)}{verdict}{tag}", *(f"      ↳ {note}" for note in o.notes)]
+    return [f"{name} … {o.status.upper()}", f"      ↳ {o.why}"]
+
+
+def members_line(outs: list[Any]) -> str:
+    """``Members: 9/12 passed · 1 error · mean field accuracy … · mean score … (over 11 scored) · 2 skipped``:
+    members attempted are scored or errored; means are over the scored ones only."""
+    scored = [o for o in outs if o.status == SCORED]
+    errors = sum(o.status == ERROR for o in outs)
+    line = f"Members: {sum(o.passed is True for o in scored)}/{len(scored) + errors} passed"
+    if errors:
+        line += f" · {errors} error{'s' if errors > 1 else ''}"
+    accs = [o.metrics.get("field_accuracy") for o in scored if o.metrics.get("field_accuracy") is not None]
+    if accs:
+        line += f" · mean field accuracy {pct(sum(accs) / len(accs)).strip()}"
+    scores = [o.score for o in scored if o.score is not None]
+    if scores:
+        line += f" · mean score {pct(sum(scores) / len(scores)).strip()}" + (f" (over {len(scores)} scored)"
+                                                                               if errors else "")
+    for status in (SKIPPED, REFUSED):
+        n = sum(o.status == status for o in outs)
+        if n:
+            line += f" · {n} {status}"
+    return line
+
+
+def skipped_line(outs: list[Any]) -> str | None:
+    """Members skipped for a missing source, collapsed into one line for their task."""
+    n = len({o.member for o in outs if o.status == SKIPPED})
+    if not n:
+        return None
+    return (f"{n} member{'s' if n > 1 else ''} skipped: their files are not under the sources folder (--sources or "
+            "$EVALKIT_SOURCES); `evalkit sources` lists each file, where to get it and where to put it")
+
+
+def print_summary(result: Any, echo: Callable[[str], Any] = click.echo) -> None:
+    """Print `result` (a run's or a sweep's); see the module docstring."""
+    sweep = hasattr(result, "members")
+    outcomes = result.outcomes
+    multi = len({o.backend for o in outcomes}) > 1
+    by_task: dict[str, list[Any]] = defaultdict(list)
+    for o in outcomes:
+        by_task[o.task].append(o)
+    if sweep:  # one flat list, TASK/MEMBER, in key order; crashed members have no outcome
+        for m in result.members:
+            if m.status == "failed":
+                echo(f"  {m.key} … FAILED")
+                echo(f"      ↳ {m.message}")
+            tag = " (current, skipped)" if m.status == "current" else ""
+            for o in m.outcomes:
+                if o.status == SKIPPED:
+                    continue  # a missing source: one line for its task, below
+                for line in _outcome_lines(f"  {m.key}" + (f" [{o.backend}]" if multi else ""), o, tag):
+                    echo(line)
+    for task, outs in by_task.items():
+        if not sweep:
+            echo(task)
+            for o in outs:
+                if o.status == SKIPPED:
+                    continue  # a missing source: one line for the task, below
+                for line in _outcome_lines(f"  {o.member}" + (f" [{o.backend}]" if multi else ""), o):
+                    echo(line)
+        backends = sorted({o.backend for o in outs})
+        for label in backends:
+            which = f"{task} [{label}] " if sweep and multi else f"{task} " if sweep else f"[{label}] " if multi else ""
+            echo(f"  {which}{members_line([o for o in outs if o.backend == label])}")
+        skipped = skipped_line(outs)
+        if skipped:
+            echo(f"  {task + ' ' if sweep else ''}{skipped}")
+    if sweep:
+        ran = sum(m.status == "ran" for m in result.members)
+        current = sum(m.status == "current" for m in result.members)
+        count = {s: sum(o.status == s for o in outcomes) for s in (SCORED, ERROR, SKIPPED)}
+        echo(f"Sweep: {len(result.members)} member(s): {ran} run, {current} current (skipped), "
+             f"{count[SCORED]} scored, {count[ERROR]} error(s), {count[SKIPPED]} skipped (source missing), "
+             f"{len(result.failures)} failure(s)")
+        if result.failures:
+            echo("Failures:")
+            for line in result.failures:
+                echo(f"  {line}")
+        echo(f"Sweep folder: {result.run_dir}")
+    else:
+        index = result.run_dir / INDEX
+        echo(f"Report: {index if index.exists() else result.run_dir}")
+        if result.reused:
+            echo(f"Resumed: {result.reused} extraction(s) reused from the unfinished run in {result.run_dir}")
+    print_recorded(getattr(result, "recorded", None), echo)
+
+
+def print_recorded(recorded: Any, echo: Callable[[str], Any] = click.echo) -> None:
+    """What a run or sweep wrote beyond its folder (`runner.Recorded`)."""
+    if recorded is None:
+        return
+    if recorded.history_error:
+        click.echo(f"evalkit: history not updated: {recorded.history_error}", err=True)
+    if recorded.board_error is not None:
+        from .app import fail
+
+        fail(recorded.board_error)  # after the summary: the run's results stand, the board is not written
+    if recorded.board is not None:
+        n = recorded.entries
+        echo(f"Scoreboard: {n} entr{'y' if n == 1 else 'ies'} written to {recorded.board}")
