@@ -5,12 +5,17 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 EVALKIT_SOURCES ?= $(abspath ../shared/data)
 export EVALKIT_SOURCES
-# Kernels and nbconvert keep their state inside the project, not in ~.
-export JUPYTER_DATA_DIR    := $(abspath .jupyter/data)
-export JUPYTER_CONFIG_DIR  := $(abspath .jupyter/config)
-export JUPYTER_RUNTIME_DIR := $(abspath .jupyter/runtime)
-export IPYTHONDIR          := $(abspath .jupyter/ipython)
+# Jupyter keeps its state in evalkit's per-user cache folder (as `evalkit run` does: evalkit/resources.py),
+# never in the source tree or the user's own Jupyter folders.
+JUPYTER_STATE ?= $(or $(EVALKIT_JUPYTER_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/evalkit/jupyter)
+export JUPYTER_DATA_DIR    := $(JUPYTER_STATE)/data
+export JUPYTER_CONFIG_DIR  := $(JUPYTER_STATE)/config
+export JUPYTER_RUNTIME_DIR := $(JUPYTER_STATE)/runtime
+export IPYTHONDIR          := $(JUPYTER_STATE)/ipython
 export JUPYTER_PLATFORM_DIRS := 1
+# `make lab PORT=9000`; as root (a container) JupyterLab needs --allow-root.
+PORT ?= 8888
+LAB_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 .PHONY: demo test lab venv browser llm record-cassette clean
 
@@ -53,7 +58,7 @@ record-cassette: venv llm
 
 lab: venv
 	$(BIN)/pip install --quiet -e '.[lab]'
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab notebooks/ --port=$(PORT) $(LAB_ROOT)
 
 clean:
-	rm -rf $(VENV) .venv-llm .jupyter build *.egg-info
+	rm -rf $(VENV) .venv-llm build *.egg-info

@@ -28,10 +28,18 @@ from .errors import CorpusError, EvalkitError, InvalidCorpus
 from .models import Manifest, TaskSpec
 from .outschema import schema_problem
 from .paths import check_name, inside
+from .resources import CHECKOUT
 from .scoring import Scorer, load_scorer
 from .yamlio import Locator, format_keypath, load_yaml
 
-DEFAULT_CORPUS = Path(__file__).resolve().parent.parent / "corpus"
+def default_corpus() -> Path:
+    """``./corpus`` when the current folder has one (a project made by `evalkit init`), else the
+    source checkout's bundled corpus (which an installed wheel does not carry)."""
+    here, bundled = Path("corpus"), CHECKOUT / "corpus"
+    return here.resolve() if here.is_dir() or not bundled.is_dir() else bundled
+
+
+DEFAULT_CORPUS = default_corpus()
 SOURCES_ENV = "EVALKIT_SOURCES"
 
 

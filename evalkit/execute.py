@@ -16,8 +16,9 @@ stopped run never leaves half a notebook where a finished one was. Stopping
 (SIGINT/SIGTERM, see `evalkit.interrupt`) stops the pool at once: workers and
 their kernels are killed, not waited for.
 
-Jupyter and IPython state (kernel connection files, profile, config) is kept
-inside a project-local ``.jupyter/`` folder, never in the user's home.
+Jupyter and IPython state (kernel connection files, profile, config) is kept in
+evalkit's per-user cache folder (`evalkit.resources.jupyter_dir`), never in
+site-packages, the source tree or the user's own Jupyter folders.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from . import runfolder
 from .backends import BackendSpec
 from .interrupt import on_stop, worker_signals
 from .jsonio import partial_path, write_text
+from .resources import NOTEBOOKS_DIR  # the templates ship in the package
+from .resources import jupyter_dir as _default_jupyter_dir
 from .workers import run_all
 
 __all__ = [
@@ -41,9 +44,6 @@ __all__ = [
     "plan_member", "plan_report", "NOTEBOOKS_DIR", "KERNEL_NAME",
 ]
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS_DIR = PROJECT_ROOT / "notebooks"
-JUPYTER_DIR = PROJECT_ROOT / ".jupyter"
 KERNEL_NAME = "python3"
 INJECTED_ID = "injected-parameters"
 # The kernel keeps no input history (no sqlite file shared by concurrent kernels) and logs
@@ -83,7 +83,7 @@ class NotebookResult:
 
 def jupyter_env(jupyter_dir: str | Path | None = None) -> dict[str, str]:
     """The environment variables that keep Jupyter/IPython state under `jupyter_dir`."""
-    base = Path(jupyter_dir or JUPYTER_DIR).resolve()
+    base = Path(jupyter_dir or _default_jupyter_dir()).resolve()
     return {
         "JUPYTER_DATA_DIR": str(base / "data"),
         "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
@@ -175,7 +175,7 @@ def _kernel_files() -> dict[str, str]:
     """
     import uuid
 
-    runtime = os.environ.get("JUPYTER_RUNTIME_DIR", str(JUPYTER_DIR / "runtime"))
+    runtime = os.environ.get("JUPYTER_RUNTIME_DIR", str(_default_jupyter_dir() / "runtime"))
     stem = os.path.join(runtime, f"k-{uuid.uuid4().hex[:12]}")
     files = {"connection_file": stem + ".json"}
     if len(stem.encode()) <= 96:
@@ -334,7 +334,7 @@ def _main(argv: list[str]) -> int:  # pragma: no cover - a manual entry point fo
     ap.add_argument("task")
     ap.add_argument("members", nargs="+")
     ap.add_argument("--backend", default="fake")
-    ap.add_argument("--corpus", default=str(PROJECT_ROOT / "corpus"))
+    ap.add_argument("--corpus", default="corpus")
     ap.add_argument("--sources")
     ap.add_argument("--workers", type=int)
     a = ap.parse_args(argv)

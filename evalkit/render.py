@@ -24,12 +24,13 @@ from typing import Any
 from . import chrome, runfolder
 from .errors import CorpusError
 from .jsonio import write_text
+from .resources import TEMPLATES_DIR
 from .runfolder import COMPARE, EXTRACT_NB, REPORT, SCORE_NB, page
 from .status import failure_of
 
 __all__ = ["render_notebook", "render_run", "render_index", "safe_svg", "clean_output_html", "TEMPLATES"]
 
-TEMPLATES = Path(__file__).resolve().parent / "templates"
+TEMPLATES = TEMPLATES_DIR
 TEMPLATE = "evalkit"
 
 # --------------------------------------------------------------------------- SVG

@@ -6,12 +6,12 @@ traceback.
 - `options`: the options commands share (``--backend``, ``--corpus``, the run and judge options).
 - `summary`: the one printer of a run's or a sweep's outcomes.
 - `run` (run, score, compare, report), `corpus` (validate, metrics), `board` (sweep, band, check,
-  rescore, publish): the commands.
+  rescore, publish), `project` (init, new-member, sources): the commands.
 """
 
 from __future__ import annotations
 
-from . import board, corpus, run  # noqa: F401 - each module registers its commands on `main`
+from . import board, corpus, project, run  # noqa: F401 - each module registers its commands on `main`
 from .app import main
 
 __all__ = ["main"]

@@ -60,6 +60,15 @@ def heldout_lines(outs: list[Any]) -> list[str]:
     return lines
 
 
+def skipped_line(outs: list[Any]) -> str | None:
+    """Members skipped for a missing source, collapsed into one line for their task."""
+    n = len({o.member for o in outs if o.status == SKIPPED})
+    if not n:
+        return None
+    return (f"{n} member{'s' if n > 1 else ''} skipped: their files are not under the sources folder (--sources or "
+            "$EVALKIT_SOURCES); `evalkit sources` lists each file, where to get it and where to put it")
+
+
 def print_summary(result: Any, echo: Callable[[str], Any] = click.echo) -> None:
     """Print `result` (a run's or a sweep's); see the module docstring."""
     sweep = hasattr(result, "members")
@@ -77,12 +86,16 @@ def print_summary(result: Any, echo: Callable[[str], Any] = click.echo) -> None:
                 echo(f"      ↳ {m.message}")
             tag = " (current, skipped)" if m.status == "current" else ""
             for o in m.outcomes:
+                if o.status == SKIPPED:
+                    continue  # a missing source: one line for its task, below
                 for line in _outcome_lines(f"  {m.key}" + (f" [{o.backend}]" if multi else ""), o, tag):
                     echo(line)
     for task, outs in by_task.items():
         if not sweep:
             echo(task)
             for o in outs:
+                if o.status == SKIPPED:
+                    continue  # a missing source: one line for the task, below
                 for line in _outcome_lines(f"  {o.member}" + (f" [{o.backend}]" if multi else ""), o):
                     echo(line)
         backends = sorted({o.backend for o in outs})
@@ -91,6 +104,9 @@ def print_summary(result: Any, echo: Callable[[str], Any] = click.echo) -> None:
             echo(f"  {which}{members_line([o for o in outs if o.backend == label])}")
             for line in heldout_lines([o for o in outs if o.backend == label]):
                 echo(f"    {line}")
+        skipped = skipped_line(outs)
+        if skipped:
+            echo(f"  {task + ' ' if sweep else ''}{skipped}")
     if sweep:
         ran = sum(m.status == "ran" for m in result.members)
         current = sum(m.status == "current" for m in result.members)

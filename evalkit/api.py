@@ -1,0 +1,99 @@
+"""evalkit's Python API: run a corpus, score predictions made elsewhere, load a run's tables.
+
+    import evalkit
+    result = evalkit.run("corpus", ["fake"], out="runs/self-test")
+    tables = evalkit.load_run(result.run_dir)
+    tables.members.groupby("backend")["score"].mean()
+
+The command line is a thin layer over the same functions (`evalkit run`, `evalkit score`); what a
+run writes is the same whichever calls it. Bad input raises an `evalkit.errors.EvalkitError`
+(its `exit_code` is the CLI's).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable
+
+from .backends import BackendSpec
+from .corpus import sources_dir
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .runner import RunResult
+
+__all__ = ["run", "score", "load_run", "RunTables"]
+
+
+def _specs(backends: Iterable[str | BackendSpec]) -> list[BackendSpec]:
+    return [b if isinstance(b, BackendSpec) else BackendSpec.parse(b) for b in backends]
+
+
+def run(corpus: str | Path, backends: Iterable[str | BackendSpec], *, out: str | Path | None = None,
+        sources: str | Path | None = None, tasks: list[str] | None = None, only: list[str] | None = None,
+        threshold: float | None = None, notebooks: bool = True, html: bool = True,
+        record: list[str] | None = None, max_usd: float | None = None, workers: int | None = None) -> RunResult:
+    """Extract, score and report every selected member of `corpus` with each backend, as `evalkit run`.
+
+    `backends`: specs as on the command line (``"fake"``, ``"mine=openai:url=http://…/v1"``,
+    ``"cassette:path=P"``) or `BackendSpec`s. `out`: the run folder (default ``runs/<time>-<backends>``).
+    `sources`: the folder of pointer sources (default ``$EVALKIT_SOURCES``). `tasks`, `only`: task ids
+    and member ids (``MEMBER`` or ``TASK/MEMBER``) to run (default: all). `notebooks=False` scores
+    in this process (no notebooks, no HTML). `record`: ``NAME=PATH`` cassettes to record to.
+
+    Returns the `RunResult`: ``run_dir``, one `Outcome` per member × backend (status, score, passed,
+    metrics) and ``exit_code`` (what `evalkit run` would exit with). Load its tables with `load_run`.
+    """
+    from .runner import RunOptions
+    from .runner import run as run_options
+
+    opts = RunOptions(corpus=Path(corpus), backends=_specs(backends), sources=sources_dir(sources), tasks=tasks,
+                      only=only, out=Path(out) if out is not None else None, threshold=threshold,
+                      notebooks=notebooks, html=html and notebooks, record=list(record or ()), max_usd=max_usd)
+    if workers:
+        opts.workers = workers
+    return run_options(opts)
+
+
+def score(corpus: str | Path, predictions: str | Path, **kwargs) -> RunResult:
+    """Score predictions made elsewhere (a folder of ``<member-id>.json`` records), as `evalkit score`.
+
+    Takes `run`'s keyword arguments (`out`, `sources`, `tasks`, `only`, `threshold`, `notebooks`, `html`,
+    `workers`); the backend is labelled ``predictions``."""
+    from .errors import EvalkitError
+
+    if not Path(predictions).is_dir():
+        raise EvalkitError(f"{predictions}: predictions folder not found")
+    return run(corpus, [BackendSpec("predictions", "predictions", {"dir": str(predictions)})], **kwargs)
+
+
+@dataclass(frozen=True)
+class RunTables:
+    """A run's results as two tidy pandas frames, every task of the run stacked.
+
+    `members`: one row per member × backend: task, member, backend, status (``scored`` / ``error``),
+    cause, score, passed, verdict, token counts, cost, latency and every metric as ``metric.<name>``.
+    `items`: one row per scored item (a field, a triple, an area…) with its outcome and the scorer's
+    reason, keyed by task, member and backend."""
+
+    members: pd.DataFrame
+    items: pd.DataFrame
+
+
+def load_run(path: str | Path) -> RunTables:
+    """The member and item tables of the run folder at `path` (`evalkit.report.load_scores` per task).
+
+    Raises `evalkit.errors.CorpusError` when `path` is not a folder."""
+    import pandas as pd
+
+    from .report import MEMBER_COLUMNS, load_scores
+    from .runfolder import scan
+
+    tasks = sorted({s.task for s in scan(path, status=None, unscored=True)})
+    frames = [load_scores(path, t) for t in tasks]
+    keys = ["task", "member", "backend", "label"]
+    members = pd.concat([m for m, _ in frames], ignore_index=True) if frames else pd.DataFrame(columns=MEMBER_COLUMNS)
+    items = [i for _, i in frames if len(i)]
+    return RunTables(members, pd.concat(items, ignore_index=True) if items else pd.DataFrame(columns=keys))

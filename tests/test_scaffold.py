@@ -1,0 +1,67 @@
+"""`evalkit init` and `evalkit new-member`: a researcher's own project that validates and scores out of the box."""
+
+import hashlib
+import re
+import subprocess
+import sys
+
+import yaml
+
+from evalkit.corpus import load_tasks
+from evalkit.errors import EXIT_INVALID, EXIT_USAGE
+from evalkit.scaffold import EXAMPLE_TASK
+
+
+def evalkit(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "evalkit.cli", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_init_scaffolds_a_project_that_validates_and_scores_100_percent_with_fake(tmp_path):
+    proc = evalkit("init", "proj", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    proj = tmp_path / "proj"
+    assert (proj / "README.md").read_text().count("evalkit ") >= 5
+    task_yaml = (proj / "corpus" / EXAMPLE_TASK / "task.yaml").read_text()
+    assert "# Field kinds:" in task_yaml  # commented, for people
+    (member,) = load_tasks(proj / "corpus")[0].members()
+    doc = member.dir / member.manifest.source.paths[0]
+    assert member.manifest.sha256 == hashlib.sha256(doc.read_bytes()).hexdigest()
+    # From inside the project, with no --corpus: its own corpus is the default.
+    assert evalkit("validate", cwd=proj).returncode == 0
+    run = evalkit("run", "--backend", "fake", "--no-html", "--out", "runs/self-test", cwd=proj)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f"{member.id} … 100.0% PASS" in run.stdout and "Members: 1/1 passed" in run.stdout
+    assert (proj / "runs" / "self-test" / EXAMPLE_TASK / member.id / "fake" / "score.ipynb").is_file()
+    # A second init never overwrites a project.
+    again = evalkit("init", "proj", cwd=tmp_path)
+    assert again.returncode == EXIT_USAGE and "already exists" in again.stderr
+
+
+def test_new_member_pins_the_sha256_and_writes_a_truth_skeleton_from_the_schema(tmp_path):
+    assert evalkit("init", "proj", cwd=tmp_path).returncode == 0
+    proj = tmp_path / "proj"
+    doc = tmp_path / "Supplier Invoice 7.txt"
+    doc.write_text("Invoice S-7 from Acme Ltd, total EUR 10.00\n")
+    proc = evalkit("new-member", EXAMPLE_TASK, str(doc), cwd=proj)
+    assert proc.returncode == 0, proc.stderr
+    member = proj / "corpus" / EXAMPLE_TASK / "supplier-invoice-7"
+    manifest = yaml.safe_load((member / "manifest.yaml").read_text())
+    assert manifest["sha256"] == hashlib.sha256(doc.read_bytes()).hexdigest()
+    assert (member / doc.name).read_bytes() == doc.read_bytes()
+    truth_text = (member / "truth.yaml").read_text()
+    truth = yaml.safe_load(truth_text)
+    schema = yaml.safe_load((proj / "corpus" / EXAMPLE_TASK / "task.yaml").read_text())["schema"]
+    assert list(truth["record"]) == list(schema["properties"])  # every field, in the schema's order
+    assert truth["record"]["line_items"] == [] and truth["record"]["total"] is None
+    assert "# kind: date" in truth_text and truth["expected_blocking"] is True  # the gate requires fields
+    # Until its provenance is filled in, validate names each placeholder leg; the fake self-test scores it already.
+    lint = evalkit("validate", cwd=proj)
+    assert lint.returncode == EXIT_INVALID and "Traceback" not in lint.stderr
+    assert {m for m in re.findall(r"supplier-invoice-7/manifest.yaml:\d+: truth_provenance\.(\w+)", lint.stderr)} == {
+        "authored_by", "verified_by", "adversarial_pass"}, lint.stderr
+    run = evalkit("run", "--backend", "fake", "--no-html", "--out", "runs/r", cwd=proj)
+    assert "supplier-invoice-7 … 100.0% PASS" in run.stdout, run.stdout + run.stderr
+    # The same id twice, or a missing file: one message, exit 2.
+    for args in ((str(doc),), (str(tmp_path / "absent.pdf"),)):
+        bad = evalkit("new-member", EXAMPLE_TASK, *args, cwd=proj)
+        assert bad.returncode == EXIT_USAGE and "Traceback" not in bad.stderr, bad.stderr
