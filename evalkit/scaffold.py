@@ -64,6 +64,8 @@ schema:
 
 scorer: fields   # flat fields; graph and tree scorers exist too (docs/corpus-format.md)
 threshold: 0.9   # a member PASSes when its score is at least this (and the gate agrees)
+settings:
+  max_tokens: 256   # the record is short; a cap keeps a small local model from rambling on
 
 scoring:
   # Field kinds: id (exact; identifier: true also flags values absent from the document as
