@@ -106,47 +106,50 @@ def _pct(x: float | None) -> str:
     return "   n/a" if x is None else f"{100 * x:5.1f}%"
 
 
+def verdict_line(o, n: int, total: int, multi: bool) -> str:
+    """One member × backend as soon as it is scored: ``[n/total] task/member [backend] … 85.0% PASS``, and a
+    ↳ line per note (or, for an error, its cause and message)."""
+    from .status import SCORED
+
+    name = f"[{n}/{total}] {o.task}/{o.member}" + (f" [{o.backend}]" if multi else "")
+    if o.status == SCORED:
+        verdict = {True: "PASS", False: "FAIL", None: ""}[o.passed]
+        lines = [f"{name} … {_pct(o.score)} {verdict}".rstrip(), *(f"      ↳ {note}" for note in o.notes)]
+    else:
+        lines = [f"{name} … {o.status.upper()}", f"      ↳ {o.why}"]
+    return "\n".join(lines)
+
+
+def _printer(labels: int):
+    """on_outcome for `runner.run`: each verdict line printed (and flushed) the moment it exists, above any
+    progress bar; piped to a file too."""
+    from tqdm import tqdm
+
+    def show(o, n: int, total: int) -> None:
+        with tqdm.external_write_mode(file=sys.stdout):
+            click.echo(verdict_line(o, n, total, labels > 1))
+    return show
+
+
 def print_summary(result) -> None:
-    from collections import defaultdict
+    """After the verdict lines: per task, the skipped members with the reason (it names the fix), then one
+    line per backend (`evalkit.summary.backend_line`: never pooled across backends)."""
+    from .summary import backend_line
 
-    from .status import ERROR, REFUSED, SCORED, SKIPPED
-
-    by_task = defaultdict(list)
+    tasks = (result.summary or {}).get("tasks") or {}
+    skipped = {}  # a run where nothing passed the gate has no summary.json: its outcomes say what was skipped
     for o in result.outcomes:
-        by_task[o.task].append(o)
-    multi = len({o.backend for o in result.outcomes}) > 1
-    for task, outs in by_task.items():
-        click.echo(f"{task}")
-        scored = [o for o in outs if o.status == SCORED]
-        errors = [o for o in outs if o.status == ERROR]
-        for o in outs:
-            name = f"  {o.member}" + (f" [{o.backend}]" if multi else "")
-            if o.status == SCORED:
-                verdict = {True: "PASS", False: "FAIL", None: ""}[o.passed]
-                click.echo(f"{name} … {_pct(o.score)} {verdict}".rstrip())
-                for note in o.notes:
-                    click.echo(f"      ↳ {note}")
-            else:
-                click.echo(f"{name} … {o.status.upper()}")
-                click.echo(f"      ↳ {o.why}")
-        # Members attempted: scored or errored. Means are over the scored ones only; errors are counted beside.
-        passed = sum(o.passed is True for o in scored)
-        line = f"  Members: {passed}/{len(scored) + len(errors)} passed"
-        if errors:
-            line += f" · {len(errors)} error{'s' if len(errors) > 1 else ''}"
-        accs = [o.metrics.get("field_accuracy") for o in scored if o.metrics.get("field_accuracy") is not None]
-        if accs:
-            line += f" · mean field accuracy {_pct(sum(accs) / len(accs)).strip()}"
-        scores = [o.score for o in scored if o.score is not None]
-        if scores:
-            line += f" · mean score {_pct(sum(scores) / len(scores)).strip()}"
-            if errors:
-                line += f" (over {len(scores)} scored)"
-        for status in (SKIPPED, REFUSED):
-            n = sum(o.status == status for o in outs)
-            if n:
-                line += f" · {n} {status}"
-        click.echo(line)
+        if o.status not in ("scored", "error"):
+            skipped.setdefault(o.task, {}).setdefault(o.member, o)
+    for task in sorted(set(tasks) | set(skipped)):
+        click.echo(task)
+        for member, o in skipped.get(task, {}).items():
+            click.echo(f"  {member} … {o.status.upper()}")
+            click.echo(f"      ↳ {o.why}")
+        t = tasks.get(task)
+        for entry in (t or {}).get("backends") or []:
+            if entry["members"] or not entry["skipped"]:
+                click.echo("  " + backend_line(entry, t["headline"]))
     index = result.run_dir / INDEX
     click.echo(f"Report: {index if index.exists() else result.run_dir}")
 
@@ -172,7 +175,7 @@ def _run(corpus, sources, tasks, only, backends, out, threshold, workers, max_co
         opts.workers = workers
     start, bars = _progress()
     try:
-        result = run(opts, progress=start)
+        result = run(opts, progress=start, on_outcome=_printer(len(opts.backends)))
     finally:
         for bar in bars:
             bar.close()

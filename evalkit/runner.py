@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shlex
 import sys
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ from .pipeline import backend_context, extraction_record, is_current, render_req
 from .paths import member_ref
 from .runfolder import Home, hold
 from .sources import Document, check_integrity, read_document, sha256_file
+from .summary import write_summary
 from .status import ERROR, NOTEBOOK_FAILED, REFUSED, SCORED, Failed, failure_of
 
 
@@ -106,6 +108,7 @@ class RunResult:
     outcomes: list[Outcome]
     plan: Any = None  # the dry-run plan (evalkit.backends.resolve.Plan), when --dry-run
     reused: int = 0  # extractions a resumed run took from the unfinished run before it
+    summary: dict[str, Any] | None = None  # summary.json (`evalkit.summary`), once the run has scores
 
     @property
     def exit_code(self) -> int:
@@ -164,6 +167,7 @@ def _versions() -> dict[str, str]:
 
 
 Progress = Callable[[str, int], Callable[[], Any]]  # progress(phase, total) → tick()
+OnOutcome = Callable[["Outcome", int, int], Any]  # on_outcome(outcome, scored so far, total): as each is scored
 
 
 @dataclass
@@ -194,12 +198,14 @@ class _Done:
         return f"{', '.join(parts) or 'nothing'} done; kept in {self.run_dir}"
 
 
-def run(opts: RunOptions, progress: Progress | None = None) -> RunResult:
-    """Run extraction and scoring for the selected corpus members; see module docstring."""
+def run(opts: RunOptions, progress: Progress | None = None, on_outcome: OnOutcome | None = None) -> RunResult:
+    """Run extraction and scoring for the selected corpus members; see module docstring.
+
+    `on_outcome(outcome, n, total)` is called as soon as each member × backend is scored (n of total)."""
     done = _Done()
     with ExitStack() as held:  # the run folder's lock, once taken
         try:
-            return _run(opts, done.track(progress), held, done)
+            return _run(opts, done.track(progress), held, done, on_outcome)
         except KeyboardInterrupt:  # SIGINT, or SIGTERM (evalkit.interrupt): pools are stopped by now
             if done.run_dir is None:
                 raise Interrupted("nothing was written") from None
@@ -208,7 +214,8 @@ def run(opts: RunOptions, progress: Progress | None = None) -> RunResult:
             raise Interrupted(done.summary(), done.run_dir) from None
 
 
-def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> RunResult:
+def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
+         on_outcome: OnOutcome | None = None) -> RunResult:
     from .backends.resolve import check_guards, open_backends, plan, resolve_backends
     from .pool import Job, run_pool
     from .pricing import PriceTable
@@ -305,24 +312,38 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
                          if r.cassette and Path(r.cassette).is_file() else {})}
                      for b, r in zip(backends, resolved)],
         "members": [m.key for m, _ in cleared],
+        "command": shlex.join(["evalkit", *sys.argv[1:]]),
+        "skipped": [{"member": f"{o.task}/{o.member}", "status": o.status, "reason": o.message}
+                    for o in dict((f"{o.task}/{o.member}", o) for o in outcomes).values()],
+        **({"heldout": [m.key for m, _ in cleared if m.manifest.heldout]}
+           if any(m.manifest.heldout for m, _ in cleared) else {}),
         "ontology_mode": ontology.mode if ontology else "freeform",
         **({"ontology": ontology.to_json()} if ontology else {}),
         **({"judge": judge_info} if judge_info else {}),
     })
-    if opts.notebooks:
-        _score_in_notebooks(homes, tasks, run_dir, opts, progress)
-        if opts.html:
-            from .render import render_run
+    scored: list[Outcome] = []
 
-            render_run(run_dir)
+    def settled(h: Home) -> None:  # a member × backend has its score.json: say so at once
+        scored.append(_outcome(h, runfolder.read_score(h.dir)))
+        if on_outcome:
+            on_outcome(scored[-1], len(scored), len(homes))
+
+    if opts.notebooks:
+        _score_in_notebooks(homes, tasks, run_dir, opts, progress, settled)
     else:  # what score.ipynb does, in this process
         for h in homes:
             score_home(h.member, h.dir, opts.sources, opts.threshold, documents[h.member.key])
-    outcomes += [_outcome(h, runfolder.read_score(h.dir)) for h in homes]
+            settled(h)
+    summary = write_summary(run_dir)  # before the pages: the index reads it
+    if opts.notebooks and opts.html:
+        from .render import render_run
+
+        render_run(run_dir)
+    outcomes += scored
     if judge_resolved is not None:
         judging.print_messages(phase.messages)
     runfolder.mark_finished(run_dir)
-    return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), reused=done.reused)
+    return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), reused=done.reused, summary=summary)
 
 
 def _reusable(home: Path, request: Any, spec: str) -> bool:
@@ -351,10 +372,12 @@ def _outcome(home: Home, score: dict[str, Any]) -> Outcome:
                    metrics=score.get("metrics", {}), notes=notes)
 
 
-def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opts: RunOptions, progress) -> None:
+def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opts: RunOptions, progress,
+                        settled: Callable[[Home], Any] = lambda h: None) -> None:
     """extract.ipynb + score.ipynb per member × backend (score.ipynb writes score.json: `pipeline.score_home`),
     then report.ipynb per task: one pool of worker processes. A member × backend whose notebook failed
-    gets a score.json that says so: the index, scoreboard and history read the same status."""
+    gets a score.json that says so: the index, scoreboard and history read the same status. `settled(home)`
+    is called as soon as a member × backend's score.json is final (its score notebook has finished)."""
     from .execute import execute, plan_member, plan_report
 
     jobs, per_home, per_task = [], {}, {}
@@ -368,13 +391,30 @@ def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opt
     if opts.report:
         jobs += [plan_report(run_dir, t.id, after=per_task[t.id]) for t in tasks if t.id in per_task]
     tick = progress("notebooks", len(jobs)) if progress else None
-    results = execute(jobs, workers=opts.workers, on_done=(lambda j, r: tick()) if tick else None)
-    by_output = {j.output: r for j, r in zip(jobs, results)}
-    for h in homes:
-        failed = [by_output[j.output] for j in per_home[h.dir] if not by_output[j.output].ok]
+    by_output: dict[Path, Any] = {}
+    last_of = {pair[-1].output: h for h in homes for pair in [per_home[h.dir]]}  # its score notebook
+    done: set[Path] = set()
+
+    def finish(h: Home) -> None:
+        failed = [by_output[j.output] for j in per_home[h.dir] if j.output in by_output and not by_output[j.output].ok]
         if failed or not (h.dir / runfolder.SCORE).exists():
             why = failed[0].error if failed else f"{runfolder.SCORE} was not written"
             runfolder.write_score(h.dir, h.member.key, runfolder.read_extraction(h.dir), Failed(NOTEBOOK_FAILED, why))
+        done.add(h.dir)
+        settled(h)
+
+    def on_done(j, r) -> None:
+        by_output[j.output] = r
+        if tick:
+            tick()
+        if j.output in last_of:
+            finish(last_of[j.output])
+
+    results = execute(jobs, workers=opts.workers, on_done=on_done)
+    by_output.update({j.output: r for j, r in zip(jobs, results)})
+    for h in homes:
+        if h.dir not in done:
+            finish(h)
     for j, r in zip(jobs, results):
         if j.output.name == runfolder.REPORT and not r.ok:
             print(f"evalkit: report notebook {j.output} failed: {r.error}", file=sys.stderr)
