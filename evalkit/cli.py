@@ -310,6 +310,21 @@ def compare_cmd(run_dir, backends, record, max_usd, allow_unpriced, show, judge,
     sys.exit(code)  # the run's own exit code when it was made here (1: a member failed its verdict)
 
 
+@main.command("diff")
+@click.argument("run_a", type=click.Path(path_type=Path, file_okay=False))
+@click.argument("run_b", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--html/--no-html", default=True, help="Also write RUN_B/diff.ipynb and its HTML page.")
+@click.option("--workers", type=click.IntRange(1), default=None, help="Notebook processes (default: cores).")
+def diff_cmd(run_a, run_b, html, workers):
+    """What changed from RUN_A to RUN_B: per-metric deltas with paired CIs, verdict flips, every item whose
+    outcome changed (newly hallucinated first)."""
+    from .diff import diff_notebook, diff_runs, text
+
+    click.echo(text(diff_runs(run_a, run_b)), nl=False)
+    if html:
+        click.echo(f"Diff: {diff_notebook(run_a, run_b, workers)}")
+
+
 @main.command("score")
 @click.option("--predictions", type=click.Path(path_type=Path, file_okay=False), required=True,
               help="Folder of <member-id>.json records made elsewhere.")
