@@ -280,7 +280,7 @@ def run_cmd(backends, record, dry_run, max_usd, allow_unpriced, prices, corpus, 
 @_apply(JUDGE_OPTIONS)
 @CORPUS
 @SOURCES
-@click.option("--task", "tasks", multiple=True, help="Task id (repeatable; default: every graph task of the run).")
+@click.option("--task", "tasks", multiple=True, help="Task id (repeatable; default: every task of the run).")
 @click.option("--only", multiple=True, help="With --backend: only this member id (repeatable).")
 @click.option("--workers", type=click.IntRange(1), default=None, help="Notebook processes (default: cores).")
 @click.option("--max-concurrency", type=click.IntRange(1), default=8, help="Concurrent backend calls.")

@@ -25,8 +25,8 @@ from typing import Any
 from .stats import SEED, as_number, paired_difference, sub_seed
 from .status import SCORED, status_of
 
-__all__ = ["metric_deltas", "statement", "verdict_flips", "changed_items", "field_accuracy", "IDENTITY",
-           "NEWLY_WRONG"]
+__all__ = ["metric_deltas", "statement", "verdict_flips", "changed_items", "field_accuracy", "compare_sides",
+           "IDENTITY", "NEWLY_WRONG"]
 
 Side = Mapping[str, Mapping[str, Any]]  # member → score.json data
 
@@ -151,3 +151,12 @@ def field_accuracy(a: Side, b: Side, task: str) -> list[dict[str, Any]]:
         d = paired_difference(pairs, sub_seed(SEED, task, "field", f))
         out.append({"field": f, "a": _mean([x for x, _ in pairs]), "b": _mean([y for _, y in pairs]), **d})
     return out
+
+
+def compare_sides(task: str, a: Side, b: Side, name_a: str = "A", name_b: str = "B",
+                  band: float | None = None) -> dict[str, Any]:
+    """Everything above for one task's A and B: ``metrics`` (score first), the headline ``statement``
+    (`band`: the task score's noise band, if measured), ``flips``, ``changes`` and per-field ``fields``."""
+    metrics = metric_deltas(a, b, task)
+    return {"a": name_a, "b": name_b, "metrics": metrics, "statement": statement(metrics[0], name_a, name_b, band),
+            "flips": verdict_flips(a, b), "changes": changed_items(a, b), "fields": field_accuracy(a, b, task)}

@@ -60,17 +60,6 @@ def _pairs(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[list[tuple[str, 
     return [], f"no backend label in common ({', '.join(a)} vs {', '.join(b)}) and not one backend each"
 
 
-def compare_sides(task: str, a: Mapping[str, Any], b: Mapping[str, Any], name_a: str = "A", name_b: str = "B",
-                  band: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """One task's A-vs-B figures (`evalkit.delta`), with the headline statement."""
-    metrics = delta.metric_deltas(a, b, task)
-    head = metrics[0]  # score: the task's headline figure
-    return {"a": name_a, "b": name_b, "metrics": metrics,
-            "statement": delta.statement(head, name_a, name_b, band_width(band or {}, task, "score")),
-            "flips": delta.verdict_flips(a, b), "changes": delta.changed_items(a, b),
-            "fields": delta.field_accuracy(a, b, task)}
-
-
 def diff_runs(run_a: str | Path, run_b: str | Path) -> dict[str, Any]:
     """The diff of two runs: ``{"tasks": {task: {"pairs": [...], "not_comparable": why | None}}}``."""
     side_a, side_b = load_side(run_a), load_side(run_b)
@@ -82,7 +71,8 @@ def diff_runs(run_a: str | Path, run_b: str | Path) -> dict[str, Any]:
             tasks[task] = {"pairs": [], "not_comparable": f"only in run {'A' if a else 'B'}"}
             continue
         pairs, why = _pairs(a, b)
-        tasks[task] = {"pairs": [compare_sides(task, a[x], b[y], f"A:{x}", f"B:{y}", band) for x, y in pairs],
+        tasks[task] = {"pairs": [delta.compare_sides(task, a[x], b[y], f"A:{x}", f"B:{y}", band_width(band, task, "score"))
+                                 for x, y in pairs],
                        "not_comparable": why}
     return {"a": str(run_a), "b": str(run_b), "tasks": tasks}
 
