@@ -130,9 +130,8 @@ def summarize(results: Iterable[Any], run_json: Mapping[str, Any] | None = None)
             "backends": [_backend(task, b, [r for r in mine if r.backend == b], members, skipped, heldout)
                          for b in backends],
         }
+    # The run's time and command stay in run.json: the same results give the same summary.json bytes.
     return {
-        "started": run_json.get("started"),
-        "command": run_json.get("command"),
         "corpus": (run_json.get("parameters") or {}).get("corpus"),
         "evalkit_version": run_json.get("evalkit_version"),
         "backends": [{k: b.get(k) for k in ("label", "spec", "model", "cassette_sha256") if b.get(k) is not None}

@@ -6,6 +6,7 @@ says there is nothing to compare."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,20 @@ def test_graph_and_tree_tasks_add_relation_type_f1_and_family_scores(tmp_path):
     assert fake["tp"].sum() == truth_relations
     p, = compare.paired(graph)
     assert p["statement"].startswith("g − fake = ") and p["metrics"][0]["n"] == 2
+
+
+def test_the_index_opens_with_the_task_by_backend_table(two_backends):
+    from evalkit.render import render_index
+
+    html = render_index(two_backends).read_text()
+    table = html[html.index("Results per task and backend"):html.index("</table>")]
+    assert "<th>headline metric</th>" in table
+    rows = re.findall(r"<tr><td>deal-memos</td><td>score</td><td>(\w+)</td><td[^>]*>([\d.]+)</td>"
+                      r"<td[^>]*>(\[[\d., ]+\])</td><td[^>]*>(\d+/\d+)</td><td[^>]*>(\d+)</td>", table)
+    summary = runfolder.read_summary(two_backends)["tasks"]["deal-memos"]["backends"]
+    assert rows == [(b["backend"], f"{b['score']['mean']:.3f}", f"[{b['score']['ci'][0]:.3f}, {b['score']['ci'][1]:.3f}]",
+                     f"{b['passed']}/{b['members']}", str(b["errors"])) for b in summary]
+    assert rows[1][3] == "10/13"
+    run_block = html[html.index("<!-- run:start -->"):html.index("<!-- run:end -->")]
+    for text in ("date", "command", "corpus", "evalkit", "backend predictions"):
+        assert f"<dt>{text}</dt>" in run_block, text

@@ -98,6 +98,12 @@ def test_a_run_writes_summary_json_and_reports_each_member_as_it_is_scored(mixed
     assert fake["score"]["mean"] == 1.0
     assert [s["member"] for s in task["skipped"]] == ["away"] and "skipped" in task["skipped"][0]["reason"]
     assert on_disk["backends"][0]["label"] == "fake"
+    from evalkit.render import render_index
+
+    index = render_index(root / "run").read_text()
+    assert "Skipped members (1)" in index and "<strong>memos/away</strong> skipped:" in index
+    assert "pass --sources DIR" in index or "put the file at" in index  # the fix
+    assert "<td>memos</td><td>score</td><td>py</td>" in index and "<td>memos</td><td>score</td><td>fake</td>" in index
 
 
 def test_the_cli_prints_verdict_lines_and_one_summary_line_per_backend(mixed_run):
