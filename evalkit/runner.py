@@ -156,6 +156,27 @@ def gate_members(members: list[Member], sources: Path | None, outcomes: list[Out
     return cleared
 
 
+def command_line(argv: list[str] | None = None) -> str:
+    """The command as run.json keeps it: every backend SPEC among the arguments redacted (`BackendSpec.redacted`),
+    then every secret scrubbed (`redact.scrub`): a key typed on the command line never reaches an artefact."""
+    from .errors import EvalkitError
+    from .redact import scrub
+
+    def safe(arg: str) -> str:
+        flag, eq, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
+        try:
+            spec = BackendSpec.parse(value)
+        except (EvalkitError, ValueError):
+            return arg
+        hidden = spec.redacted()
+        if hidden.spec == spec.spec:
+            return arg
+        return f"{flag}{eq}" + (f"{spec.label}={hidden.spec}" if value.startswith(f"{spec.label}=") else hidden.spec)
+
+    args = sys.argv[1:] if argv is None else argv
+    return scrub(shlex.join(["evalkit", *(safe(a) for a in args)]), key_shaped=True)
+
+
 def _versions() -> dict[str, str]:
     out = {"evalkit": __version__, "python": platform.python_version()}
     for pkg in ("papermill", "nbconvert", "pandas", "altair", "vl-convert-python", "anthropic", "openai"):
@@ -312,7 +333,7 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
                          if r.cassette and Path(r.cassette).is_file() else {})}
                      for b, r in zip(backends, resolved)],
         "members": [m.key for m, _ in cleared],
-        "command": shlex.join(["evalkit", *sys.argv[1:]]),
+        "command": command_line(),
         "skipped": [{"member": f"{o.task}/{o.member}", "status": o.status, "reason": o.message}
                     for o in dict((f"{o.task}/{o.member}", o) for o in outcomes).values()],
         **({"heldout": [m.key for m, _ in cleared if m.manifest.heldout]}

@@ -140,3 +140,15 @@ def test_verdict_lines_reach_a_pipe_while_the_run_is_still_going(tmp_path):
     assert re.match(r"\[1/3\] memos/m\d … 100.0% PASS$", first), first
     assert running, "the first verdict line only arrived when the run had ended"
     assert "  fake: 3/3 passed" in rest and "\x1b" not in first + rest and "it/s" not in rest  # no bar in a pipe
+
+
+def test_the_command_run_json_keeps_has_no_secret(monkeypatch):
+    from evalkit.runner import command_line
+
+    key = "sk-live-0123456789abcdefghij"
+    monkeypatch.setenv("OPENAI_API_KEY", "env-secret-0123456789")
+    line = command_line(["run", "--backend", f"oai=openai:url=http://h/v1,api_key={key},model=m",
+                         f"--judge=openai:url=http://h/v1,api_key={key}", "--out", "runs/x", "--note",
+                         "env-secret-0123456789"])
+    assert key not in line and "env-secret-0123456789" not in line
+    assert "oai=openai:url=http://h/v1,api_key=***,model=m" in line and "--out runs/x" in line
