@@ -353,7 +353,9 @@ def report_cmd(run_dir, byom, board, out):
     if run_dir is None:
         raise UsageError("give a RUN_DIR, or --byom")
     from .render import render_run
+    from .summary import write_summary
 
+    write_summary(run_dir)  # what the folder holds now (runs into it add up): the index reads it
     render_run(run_dir)
     click.echo(f"Report: {run_dir / INDEX}")
 
