@@ -334,7 +334,8 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
                      for b, r in zip(backends, resolved)],
         "members": [m.key for m, _ in cleared],
         "command": command_line(),
-        "skipped": [{"member": f"{o.task}/{o.member}", "status": o.status, "reason": o.message}
+        "skipped": [{"member": f"{o.task}/{o.member}", "status": o.status,
+                     "reason": o.message.removeprefix(f"{o.task}/{o.member}: ").removeprefix(f"{o.status}: ")}
                     for o in dict((f"{o.task}/{o.member}", o) for o in outcomes).values()],
         **({"heldout": [m.key for m, _ in cleared if m.manifest.heldout]}
            if any(m.manifest.heldout for m, _ in cleared) else {}),
