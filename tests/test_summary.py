@@ -96,7 +96,8 @@ def test_a_run_writes_summary_json_and_reports_each_member_as_it_is_scored(mixed
     assert (fake["backend"], fake["scored"], fake["passed"], fake["errors"]) == ("fake", 3, 3, 0)
     assert (py["backend"], py["scored"], py["errors"], py["causes"]) == ("py", 2, 1, {"pipeline_exception": 1})
     assert fake["score"]["mean"] == 1.0
-    assert [s["member"] for s in task["skipped"]] == ["away"] and "skipped" in task["skipped"][0]["reason"]
+    assert [(s["member"], s["status"]) for s in task["skipped"]] == [("away", "skipped")]
+    assert task["skipped"][0]["reason"].startswith("source not found: put the file at ")
     assert on_disk["backends"][0]["label"] == "fake"
     from evalkit.render import render_index
 
