@@ -20,7 +20,7 @@ from typing import Any, Mapping
 from . import runfolder
 from .errors import CorpusError
 
-__all__ = ["overview_html", "OVERVIEW_CSS", "RUN_START", "RUN_END"]
+__all__ = ["overview_html", "without_run_block", "OVERVIEW_CSS", "RUN_START", "RUN_END"]
 
 RUN_START, RUN_END = "<!-- run:start -->", "<!-- run:end -->"
 
@@ -30,6 +30,12 @@ OVERVIEW_CSS = """
 dl.run { display: grid; grid-template-columns: max-content auto; gap: 2px 16px; }
 dl.run dt { color: #57606a; } dl.run dd { margin: 0; font-family: ui-monospace, monospace; font-size: 12px; }
 """
+
+
+def without_run_block(page: bytes) -> bytes:
+    """An index page without its run block: what two runs of the same inputs share byte for byte."""
+    start, end = page.find(RUN_START.encode()), page.find(RUN_END.encode())
+    return page if start < 0 or end < start else page[:start] + page[end + len(RUN_END):]
 
 
 def _pct(x: Any) -> str:
