@@ -26,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 
 from .errors import CorpusError, InvalidCorpus
 from .models import Manifest, TaskSpec
+from .outschema import schema_problem
 from .paths import check_name, inside
 from .scoring import Scorer, load_scorer
 from .yamlio import Locator, format_keypath, load_yaml
@@ -128,7 +129,13 @@ class Member:
         return path
 
     def load_truth(self, sources: Path | None = None) -> Any:
-        """The truth, validated by the task's scorer (raises InvalidCorpus / SourceMissing)."""
+        """The truth, validated by the task's scorer (raises InvalidCorpus / SourceMissing; UsageError for a
+        task without truth)."""
+        if not self.task.spec.truth:
+            from .errors import UsageError
+
+            raise UsageError(f"{self.key}: task {self.task.id!r} has no truth (truth: false in its task.yaml): "
+                             "score it against another backend with --reference LABEL")
         return load_truth(self.task, self.truth_path(sources))
 
 
@@ -138,6 +145,8 @@ def load_task(task_dir: Path) -> Task:
     spec, loc = parse(TaskSpec, inside(task_dir, task_dir / "task.yaml", "task.yaml", "its task folder"))
     if spec.id != task_dir.name:
         raise InvalidCorpus([f"{loc.where(('id',))}: id: {spec.id!r} must equal its folder name {task_dir.name!r}"])
+    if bad := schema_problem(spec.output_schema):
+        raise InvalidCorpus([f"{loc.where(('schema',))}: schema: not a valid JSON Schema (Draft 2020-12): {bad}"])
     scorer = load_scorer(spec.scorer, task_dir)
     options: Any = spec.scoring
     if scorer.options_model is not None:
@@ -170,12 +179,15 @@ def load_member(task: Task, member_dir: Path) -> Member:
         for p in manifest.source.paths:
             if not (member_dir / p).is_file():
                 problems.append(f"{loc.where(('source', 'file'))}: source.file: {p!r} not found in {member_dir}")
-    if manifest.truth is None and not (member_dir / "truth.yaml").is_file():
+    if task.spec.truth and manifest.truth is None and not (member_dir / "truth.yaml").is_file():
         problems.append(f"{member_dir / 'truth.yaml'}: file not found (or give `truth: {{pointer, sha256}}` in the manifest)")
+    if task.spec.truth and manifest.truth_provenance is None:
+        problems.append(f"{loc.where(('truth_provenance',))}: truth_provenance: required: who wrote the truth and "
+                        "how it was checked (docs/authoring.md)")
     if problems:
         raise InvalidCorpus(problems)
     member = Member(task=task, dir=member_dir, manifest=manifest)
-    if manifest.truth is None:
+    if manifest.truth is None and task.spec.truth:
         member.load_truth()  # validate now: a broken truth file is a corpus error
     return member
 

@@ -296,9 +296,10 @@ def _rel(path: str | Path | None, start: Path) -> str | None:
 
 def plan_member(run_dir: str | Path, task: str, member: str, backend: BackendSpec, corpus: str | Path,
                 sources: str | Path | None = None, threshold: float | None = None,
-                notebooks: str | Path = NOTEBOOKS_DIR) -> list[NotebookJob]:
+                notebooks: str | Path = NOTEBOOKS_DIR, reference: str | None = None) -> list[NotebookJob]:
     """extract.ipynb then score.ipynb for one member and backend (its ``NAME=SPEC`` is the notebooks'
-    ``backend`` parameter).
+    ``backend`` parameter). With `reference` (``--reference LABEL``), score.ipynb scores against LABEL's
+    record, and LABEL's own member gets extract.ipynb only.
 
     Writes into the member × backend's folder (`runfolder.member_dir`); corpus and
     sources are passed relative to that folder.
@@ -308,8 +309,11 @@ def plan_member(run_dir: str | Path, task: str, member: str, backend: BackendSpe
     params = {"task": task, "member": member, "backend": str(backend), "corpus": _rel(corpus, folder),
               "sources": _rel(sources, folder), "out": "."}
     extract = NotebookJob(Path(notebooks) / runfolder.EXTRACT_NB, folder / runfolder.EXTRACT_NB, params)
+    if reference is not None and backend.label == reference:
+        return [extract]
     score = NotebookJob(Path(notebooks) / runfolder.SCORE_NB, folder / runfolder.SCORE_NB,
-                        params | {"threshold": threshold}, after=(extract.output,))
+                        params | {"threshold": threshold} | ({"reference": reference} if reference else {}),
+                        after=(extract.output,))
     return [extract, score]
 
 

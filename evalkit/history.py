@@ -50,6 +50,8 @@ def history_lines(run_result: Any) -> list[dict[str, Any]]:
         if keys is not None and (s.task, s.member, s.backend) not in keys:
             continue
         score, ext, rj = s.score(), s.extraction(), s.run_json()
+        if score.get("reference"):
+            continue  # a similarity to another backend (--reference) is not a point on an accuracy trend
         run = ext.get("run") or {}
         failed = failure_of(score)
         lines.append({

@@ -232,13 +232,17 @@ def _is_graph(member: Any) -> bool:
 def judge_phase(run_dir: Path, homes: Sequence[Home], documents: dict[str, Any], judge_backend: Any, mode: str,
                 labels: Sequence[str], sources: Path | None = None, threshold: float | None = None,
                 max_concurrency: int = 8, max_usd: float | None = None, progress: Any = None,
-                cache: Path | None = None) -> PhaseResult:
+                cache: Path | None = None, reference: str | None = None) -> PhaseResult:
     """Build every judge request, send the distinct ones through one pool, write the verdicts.
+
+    With `reference` (``--reference LABEL``), reference judging compares each other backend's leftovers with
+    LABEL's record instead of the truth (LABEL itself is not judged).
 
     Writes judgments.json per member × backend (reference), pairwise.json per task (pairwise) and
     judge.json in the run folder. Returns counts and the stderr messages (the runner prints them).
     """
-    from .pipeline import request_sha, score_record
+    from .pipeline import reference_truth, request_sha, score_record
+    from .status import Failed
     from .pool import Job, run_pool, summarize_calls
 
     result = PhaseResult()
@@ -260,7 +264,12 @@ def judge_phase(run_dir: Path, homes: Sequence[Home], documents: dict[str, Any],
     if mode in ("reference", "both"):
         for h in graph_homes:
             ext = extractions[(h.member.key, h.label)]
-            strict = score_record(h.member, ext.get("record"), documents[h.member.key], sources, threshold)
+            truth = None if reference is None else reference_truth(h.member, runfolder.sibling(h.dir, reference),
+                                                                    reference)
+            if h.label == reference or isinstance(truth, Failed):
+                continue  # the reference is the truth; a member it has no record of is not compared
+            strict = score_record(h.member, ext.get("record"), documents[h.member.key], sources, threshold,
+                                  truth=truth)
             axes: dict[str, Any] = {}
             for axis in SET_AXES:
                 missed, spurious = candidates(strict.items, axis)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 import re
 from typing import Any
 
@@ -49,6 +50,8 @@ class TaskSpec(Strict):
     scoring: dict[str, Any] = Field(default_factory=dict)  # validated by the scorer
     threshold: float = Field(0.9, ge=0.0, le=1.0)
     settings: Settings = Settings()
+    # false: a corpus without truth; its members are scored only against another backend (`--reference`)
+    truth: bool = True
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -84,10 +87,39 @@ class Licence(Strict):
     verified: str
 
 
+PLACEHOLDERS = frozenset({"", "todo", "tbd", "unknown", "n/a", "na", "none", "null", "-", "?", "xxx"})
+NO_ADVERSARIAL_PASS = "not done"  # the one way to say no adversarial pass was made ("none" is ambiguous)
+_ISO_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
 class Provenance(Strict):
-    authored: str
-    instrument: str
-    verified: str
+    """Who wrote a member's truth and how it was checked, leg by leg (docs/authoring.md)."""
+
+    authored_by: str  # who or what wrote it: a person, a dataset's annotators, or a model and its session
+    verified_by: str  # who checked every value against the source, and how
+    adversarial_pass: str  # a fresh-context pass trying to refute it: who, how, what it found; or "not done"
+    date: str  # YYYY-MM-DD the truth was written or last corrected
+
+    @field_validator("date", mode="before")
+    @classmethod
+    def _unquoted(cls, v: Any) -> Any:
+        return v.isoformat() if isinstance(v, _dt.date) else v  # YAML reads an unquoted date as a date
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(leg, what is wrong) for each leg that states nothing usable; `evalkit validate` and `publish` ask."""
+        out = [(leg, "is blank or a placeholder") for leg in ("authored_by", "verified_by")
+               if getattr(self, leg).strip().casefold() in PLACEHOLDERS]
+        if self.adversarial_pass.strip().casefold() in PLACEHOLDERS:
+            out.append(("adversarial_pass", f"is blank or a placeholder (say what the pass found, or "
+                                            f"{NO_ADVERSARIAL_PASS!r})"))
+        if not _ISO_DAY.match(self.date):
+            out.append(("date", f"{self.date!r} is not a date YYYY-MM-DD"))
+        else:
+            try:
+                _dt.date.fromisoformat(self.date)
+            except ValueError:
+                out.append(("date", f"{self.date!r} is not a calendar date"))
+        return out
 
 
 class TruthPointer(Strict):
@@ -109,7 +141,7 @@ class Manifest(Strict):
     # Omitted only in private (BYOM) corpora: a local sidecar is seeded then.
     sha256: str | dict[str, str] | None = None
     license: Licence
-    truth_provenance: Provenance
+    truth_provenance: Provenance | None = None  # required when the task has truth (`corpus.load_member`)
     heldout: bool = False
     notes: str | None = None
     truth: TruthPointer | None = None  # default: truth.yaml in the member folder

@@ -20,9 +20,12 @@ from . import runfolder
 from .backends import Backend, BackendContext, BackendSpec, Completion, Request
 from .corpus import DEFAULT_CORPUS, Member, Task, find_task, sources_dir
 from .jsonio import canonical_sha
+from .outschema import top_key, violations
 from .scoring import ScoreContext, ScoreResult
 from .sources import Document, check_integrity, read_document
-from .status import SCORING_CRASH, Failed, extraction_status, failure_of
+from .status import REFERENCE_FAILED, SCORING_CRASH, Failed, extraction_status, failure_of
+
+SCHEMA_INVALID = "schema_invalid"  # the parse outcome of a record that breaks the task's output schema
 
 
 def render_request(task: Task, member: Member, document: Document, ontology: Any = None) -> Request:
@@ -87,6 +90,10 @@ def extraction_record(member: Member, backend: Backend, request: Request, comple
     run = completion.to_json()
     record = run.pop("record")
     raw = run.pop("raw")
+    # A record that breaks the task's output schema is still scored as extracted; the run block says so.
+    broken = violations(record, request.schema) if record is not None and request.schema else []
+    if broken:
+        run |= {"parse": SCHEMA_INVALID, "schema_violations": broken}
     extra = {"ontology": ontology.to_json()} if ontology is not None else {}
     return {
         **extra,
@@ -156,51 +163,95 @@ def extract_member(task: str, member: str, backend: BackendSpec, corpus: str | P
 
 def score_member(task: str, member: str, corpus: str | Path | None = None,
                  sources: str | Path | None = None, out: str | Path = ".",
-                 threshold: float | None = None) -> ScoreResult | Failed:
+                 threshold: float | None = None, reference: str | None = None) -> ScoreResult | Failed:
     """score.ipynb's call: `score_home` for the member named by ids and paths (relative to the notebook)."""
-    return score_home(locate(task, member, corpus), out, sources_dir(sources), threshold)
+    return score_home(locate(task, member, corpus), out, sources_dir(sources), threshold, reference=reference)
 
 
 def score_home(member: Member, home: str | Path, sources: Path | None, threshold: float | None = None,
-               document: Document | None = None) -> ScoreResult | Failed:
+               document: Document | None = None, reference: str | None = None) -> ScoreResult | Failed:
     """Score ``home/extraction.json`` against the member's truth and write ``home/score.json``: what
     score.ipynb and ``--no-notebooks`` both do. `threshold` overrides the task's pass threshold
-    (``evalkit run --threshold``); `document`: the member's source, when already read (and checked). A
-    failed extraction or a crashing scorer gives a `Failed` (see `score_extraction`)."""
+    (``evalkit run --threshold``); `document`: the member's source, when already read (and checked);
+    `reference`: a backend label whose record of this member is the truth instead (``--reference``: the
+    figures are then a similarity to it). A failed extraction or a crashing scorer gives a `Failed` (see
+    `score_extraction`)."""
     if document is None:
         document = read_document(check_integrity(member, sources))
     extraction = runfolder.read_extraction(home)
-    result = score_extraction(member, extraction, home, document, sources, threshold)
-    runfolder.write_score(home, member.key, extraction, result)
+    truth = None if reference is None else reference_truth(member, runfolder.sibling(home, reference), reference)
+    result = score_extraction(member, extraction, home, document, sources, threshold, truth)
+    runfolder.write_score(home, member.key, extraction, result, reference)
     return result
 
 
+def reference_truth(member: Member, home: str | Path, label: str) -> Any:
+    """The truth a ``--reference LABEL`` run scores against: LABEL's record of the member (in `home`), as its
+    scorer's truth (`Scorer.truth_from_record`); a `Failed` when LABEL has no usable record of it."""
+    try:
+        extraction = runfolder.read_extraction(home)
+    except Exception as e:  # noqa: BLE001 - missing or unreadable: this member cannot be compared
+        return Failed(REFERENCE_FAILED, f"the reference {label!r} has no extraction of {member.key}: {e}")
+    failed = failure_of(extraction)
+    if failed is not None:
+        return Failed(REFERENCE_FAILED, f"the reference {label!r} failed on {member.key} ({failed})")
+    make = member.task.scorer.truth_from_record
+    if make is None:
+        return Failed(REFERENCE_FAILED, f"scorer {member.task.scorer.name!r} cannot take a record as truth")
+    try:
+        return make(extraction.get("record"), member.task.options)
+    except Exception as e:  # noqa: BLE001 - the reference's answer does not fit the truth's shape
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return Failed(REFERENCE_FAILED, f"the reference {label!r}'s record of {member.key} is not a usable truth: "
+                                        f"{first}")
+
+
 def score_extraction(member: Member, extraction: dict[str, Any], home: str | Path, document: Document,
-                     sources: Path | None, threshold: float | None = None) -> ScoreResult | Failed:
-    """The score of one extraction.json, or why there is none: the extraction's own failure, or the
-    scorer's crash (a bug in one scorer fails that member only; evalkit's own errors propagate).
-    `home`: the member's run folder, where the judge's verdicts are read from."""
+                     sources: Path | None, threshold: float | None = None, truth: Any = None) -> ScoreResult | Failed:
+    """The score of one extraction.json, or why there is none: the extraction's own failure, the reference's
+    (`truth` a `Failed`), or the scorer's crash (a bug in one scorer fails that member only; evalkit's own
+    errors propagate). `home`: the member's run folder, where the judge's verdicts are read from; `truth`:
+    what to score against instead of the member's own truth (``--reference``)."""
     failed = failure_of(extraction)
     if failed is not None:
         return failed
+    if isinstance(truth, Failed):
+        return truth
     from .errors import EvalkitError
 
     try:
-        return score_record(member, extraction.get("record"), document, sources, threshold,
-                            judgments=runfolder.read_judgments(home, extraction),
-                            ontology=extraction.get("ontology"))
+        result = score_record(member, extraction.get("record"), document, sources, threshold,
+                              judgments=runfolder.read_judgments(home, extraction),
+                              ontology=extraction.get("ontology"), truth=truth)
+        return mark_violations(result, (extraction.get("run") or {}).get("schema_violations") or [])
     except EvalkitError:
         raise
     except Exception as e:  # noqa: BLE001 - a scorer crash is that member's error
         return Failed(SCORING_CRASH, f"{type(e).__name__}: {e}")
 
 
+def mark_violations(result: ScoreResult, broken: list[dict[str, Any]]) -> ScoreResult:
+    """Put each schema violation on the item rows of the field it is under (column ``schema``: its JSON
+    paths and messages, None on a conforming field); one the rows cannot hold (no row names its field)
+    becomes a note. Scores and metrics are untouched: the field was scored as extracted."""
+    if not broken:
+        return result
+    named = {f for row in result.items if (f := row.get("field")) is not None}
+    for row in result.items:
+        mine = [f"{v['path']}: {v['message']}" for v in broken
+                if row.get("field") is not None and top_key(v["path"]) == row.get("field")]
+        row["schema"] = "; ".join(mine) or None
+    stray = [f"{v['path']}: {v['message']}" for v in broken if top_key(v["path"]) not in named]
+    result.notes.extend(f"schema_invalid — {s}" for s in stray)
+    return result
+
+
 def score_record(member: Member, record: dict[str, Any] | None, document: Document,
                  sources: Path | None, threshold: float | None = None, judgments: dict[str, Any] | None = None,
-                 ontology: dict[str, Any] | None = None) -> ScoreResult:
+                 ontology: dict[str, Any] | None = None, truth: Any = None) -> ScoreResult:
     """`judgments`: the judge's verdicts on this extraction (judgments.json, `evalkit.judge`), for the
     judged metrics; `ontology`: the ontology its prompt carried (extraction.json's ``ontology``).
-    Each reaches the scorer through ``ctx.extra`` only when given."""
+    Each reaches the scorer through ``ctx.extra`` only when given. `truth`: instead of the member's own."""
     task = member.task
     extra: dict[str, Any] = {"task_dir": str(task.dir), "scope": member.manifest.scope}
     if judgments is not None:
@@ -211,4 +262,4 @@ def score_record(member: Member, record: dict[str, Any] | None, document: Docume
         task_id=task.id, member_id=member.id, source_text=document.text, options=task.options,
         threshold=task.spec.threshold if threshold is None else threshold, extra=extra,
     )
-    return task.scorer.score(record, member.load_truth(sources), ctx)
+    return task.scorer.score(record, member.load_truth(sources) if truth is None else truth, ctx)

@@ -6,7 +6,7 @@ member's scored entries onto ``byom-scoreboard.json`` at the root of the evalkit
 (``--board PATH`` to choose another file), which *is* committed. What is copied:
 
 * ``identity``: task id, member id, licence SPDX id, held-out flag, source kind, number of source
-  files and their sha256, and the truth provenance (authored / instrument / verified);
+  files and their sha256, and the truth provenance (authored_by / verified_by / adversarial_pass / date);
 * ``run``: date, model, evalkit version, backend label and spec (secrets as ``***``, local paths
   as ``<local>``), request sha256, tokens, USD, latency, calls, parse outcome, truncation, and
   whether the backend reported an error (a flag: the message may quote the document);
@@ -23,8 +23,9 @@ notes, error messages, justification texts. Before writing, a guard re-checks th
 value and no long run of document text occurs anywhere in the published entry.
 
 Refused (exit 3): a MEMBER that is a path rather than ``TASK/MEMBER`` names (before anything is
-loaded or imported), a member with no scored entry in the private scoreboard, one whose
-``truth_provenance`` is blank or a placeholder, or whose truth changed since it was scored
+loaded or imported), a member with no scored entry in the private scoreboard, an entry scored by
+the ``fake`` or ``predictions`` backend (the truth echoed, or answers from anywhere), one whose
+``truth_provenance`` has a leg that is blank or a placeholder, or whose truth changed since it was scored
 (``evalkit rescore`` first). A source that no longer matches its pinned or sidecar hash is
 refused with exit 4.
 """
@@ -37,7 +38,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from .backends.spec import redact_stored
+from .backends.spec import BackendSpec, redact_stored
 from .corpus import DEFAULT_CORPUS, Member, find_task, load_task, task_dirs
 from .errors import EXIT_INVALID, EvalkitError
 from .paths import member_ref
@@ -47,7 +48,6 @@ __all__ = ["BYOM_BOARD", "NotPublishable", "default_byom_board", "find_member", 
            "render_byom_html", "write_byom_report"]
 
 BYOM_BOARD = "byom-scoreboard.json"
-PLACEHOLDERS = {"", "todo", "tbd", "unknown", "n/a", "na", "none", "null", "-", "?", "xxx"}
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 _URL_OR_PATH = re.compile(r"""(?P<url>\b[A-Za-z][\w+.-]*://[^\s'"<>]+)"""
                           r"""|(?<![\w.~/\\-])(?:~|\.{1,2})?/[^\s,;'"()<>]+|\b[A-Za-z]:\\[^\s,;'"()<>]+""")
@@ -99,13 +99,23 @@ def _public_run(run: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+# Backends whose figures say nothing about a model: what they return is the truth, or a file of answers.
+UNPUBLISHABLE = {"fake": "echoes the truth", "predictions": "replays a folder of answers from anywhere"}
+
+
+def _backend_kind(label: str, entry: Mapping[str, Any]) -> str:
+    spec = str(((entry.get("run") or {}).get("backend") or {}).get("spec") or "")
+    try:
+        return BackendSpec.parse(spec, label=label).kind
+    except EvalkitError:
+        return spec.partition(":")[0]  # a stored spec is redacted and may not parse as typed
+
+
 def _provenance_problem(member: Member) -> str | None:
-    prov = member.manifest.truth_provenance
-    blank = [k for k in ("authored", "instrument", "verified")
-             if str(getattr(prov, k, "") or "").strip().casefold() in PLACEHOLDERS]
-    if blank:
-        return f"truth_provenance.{', truth_provenance.'.join(blank)} is blank or a placeholder"
-    return None
+    if member.manifest.truth_provenance is None:
+        return "no truth_provenance: a member without truth is never published"
+    found = member.manifest.truth_provenance.problems()
+    return "; ".join(f"truth_provenance.{leg} {why}" for leg, why in found) or None
 
 
 def public_entry(member: Member, entry: Mapping[str, Any], sources: Path | None) -> dict[str, Any]:
@@ -123,7 +133,7 @@ def public_entry(member: Member, entry: Mapping[str, Any], sources: Path | None)
             "heldout": m.heldout,
             "source": {"kind": "pointer" if m.source.is_pointer else "file", "files": len(paths),
                        "sha256": [sha256_file(p) for p in paths]},
-            "truth_provenance": {"authored": prov.authored, "instrument": prov.instrument, "verified": prov.verified},
+            "truth_provenance": prov.model_dump(),
         },
         "run": _public_run(entry.get("run") or {}),
         "truth_sha256": entry.get("truth_sha256"),
@@ -192,6 +202,10 @@ def publish(member_ref: str, corpus: str | Path, *, board: str | Path | None = N
     current = truth_sha256(member, src)
     publics = {}
     for label, entry in sorted(entries.items()):
+        kind = _backend_kind(label, entry)
+        if kind in UNPUBLISHABLE:
+            raise NotPublishable(f"{member.key} [{label}]: scored by the {kind} backend, which {UNPUBLISHABLE[kind]}; "
+                                 "only a model's (or a pipeline's) own extractions are published")
         if not entry.get("truth_sha256"):
             raise NotPublishable(f"{member.key} [{label}]: the scored entry records no truth_sha256")
         if entry["truth_sha256"] != current:
@@ -248,7 +262,7 @@ def render_byom_html(board: Mapping[str, Any], title: str = "BYOM scoreboard") -
         cells = [_cell(task), _cell(member), _cell(label), _cell(run.get("model")), _cell(run.get("date")), verdict]
         cells += [_cell(metrics.get(k), num=True) for k in metric_names]
         cells += [_cell(run.get("input_tokens"), True), _cell(run.get("output_tokens"), True), _cell(run.get("usd"), True),
-                  _cell(ident.get("license")), _cell((ident.get("truth_provenance") or {}).get("verified")),
+                  _cell(ident.get("license")), _cell((ident.get("truth_provenance") or {}).get("verified_by")),
                   _cell((e.get("truth_sha256") or "")[:12] or None), _cell(e.get("published"))]
         out.append("<tr>" + "".join(cells) + "</tr>")
     out += ["</tbody></table>", "</body></html>"]

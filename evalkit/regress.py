@@ -27,23 +27,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
+from .band import FLOOR, HIGHER_IS_BETTER, direction, is_gated  # the band file records which metrics are gated
 from .stats import SEED, as_number, mean, sign_flip_p, sub_seed
 
-__all__ = ["FLOOR", "HIGHER_IS_BETTER", "is_gated", "direction", "Change", "Comparison", "compare", "parse_justify"]
+__all__ = ["FLOOR", "HIGHER_IS_BETTER", "is_gated", "direction", "Change", "Comparison", "compare", "parse_justify",
+           "CheckResult", "check"]
 
-FLOOR = 0.02  # the smallest band: an absolute 2 points on a 0..1 metric
 EPS = 1e-12  # a difference within float noise of the band is not outside it
-HIGHER_IS_BETTER = ("score", "accuracy", "precision", "recall", "f1", "agrees")
-
-
-def direction(metric: str) -> str | None:
-    """``"higher"`` when a larger value is better (the metric is gated), else None (not gated)."""
-    last = metric.lower().replace("-", "_").rsplit("_", 1)[-1]
-    return "higher" if last in HIGHER_IS_BETTER else None
-
-
-def is_gated(metric: str) -> bool:
-    return direction(metric) is not None
 
 
 @dataclass
@@ -168,4 +158,97 @@ def parse_justify(values: Iterable[str]) -> dict[str, str]:
         if not eq or not key or not reason:
             raise UsageError(f"--justify {v!r}: expected METRIC=\"reason\" (or TASK/METRIC=\"reason\") with a reason")
         out[key] = reason
+    return out
+
+
+# --------------------------------------------------------------------------- `evalkit check`
+
+
+@dataclass
+class CheckResult:
+    """What `check` found: the comparison, the new sweep (when it ran one), and what it wrote."""
+
+    run_dir: Any
+    comparison: Comparison
+    board_file: Any
+    band_file: Any
+    band_missing: bool  # no band file: every band is the floor
+    sweep: Any = None  # the new sweep's `SweepResult`, when `check` ran it
+    sweep_code: int = 0  # the new sweep's exit code (0 when a folder was read)
+    errors: dict = field(default_factory=dict)  # {task: {backend: {member: why}}} errored in the new sweep
+    unused: list[str] = field(default_factory=list)  # --justify keys that matched no regression
+    written: int | None = None  # scoreboard entries written (None: the board was not written)
+    justified: list[Change] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """1 for an unjustified regression; else the new sweep's failure code (5 for errored members); else 0."""
+        from .errors import EXIT_BACKEND, EXIT_FAILED, EXIT_OK
+
+        if self.comparison.unjustified:
+            return EXIT_FAILED
+        if self.sweep_code != EXIT_OK:
+            return self.sweep_code
+        return EXIT_BACKEND if self.errors else EXIT_OK
+
+
+def check(opts: Any, *, run_dir: Any = None, board: Any = None, band_file: Any = None,
+          justifications: Mapping[str, str] | None = None, update_scoreboard: bool = False, seed: int = SEED,
+          on_sweep: Any = None) -> CheckResult:
+    """`evalkit check`: compare a new sweep with the standing scoreboard under the band.
+
+    The new sweep is `run_dir` (a run or sweep folder) or, without it, a fresh sweep of ``opts.backends``
+    into ``opts.out`` (`on_sweep(result)` is told when it ends). ``opts`` (a `runner.RunOptions`) also names
+    the corpus, tasks and members (``opts.only``: ids or TASK/MEMBER). A justified regression, or
+    `update_scoreboard` on a pass, writes the new sweep as the standing entries with the justifications."""
+    from dataclasses import replace
+    from datetime import datetime, timezone
+    from pathlib import Path
+
+    from .band import band_path, collect, load_band
+    from .runfolder import scan
+    from .scoreboard import ScoreboardError, board_path, entries_by_task, load_board, update_scoreboard as update
+    from .status import ERROR, failure_of
+    from .sweep import sweep
+
+    just = dict(justifications or {})
+    tasks, only = opts.tasks, opts.only
+    board_file = Path(board or board_path(opts.corpus))
+    standing_board = load_board(board_file, must_exist=True)
+    band_at = Path(band_file or band_path(opts.corpus))
+    band = load_band(band_at, must_exist=band_file is not None)
+    result, sweep_code = None, 0
+    if run_dir is None:
+        result = sweep(replace(opts, force=True, board=None))
+        if on_sweep:
+            on_sweep(result)
+        sweep_code, run_dir = result.exit_code, result.run_dir
+
+    def keep(t: str, m: str) -> bool:
+        return not only or m in only or f"{t}/{m}" in only
+
+    new = {t: {b: {m: v for m, v in per.items() if keep(t, m)} for b, per in d.items()}
+           for t, d in collect(run_dir, tasks).items()}
+    errors: dict = {}  # the new sweep's errored members: no score, not comparable
+    for s in scan(run_dir, status=ERROR):
+        if (not tasks or s.task in tasks) and keep(s.task, s.member):
+            errors.setdefault(s.task, {}).setdefault(s.backend, {})[s.member] = str(failure_of(s.score()))
+    standing = {t: {b: {m: e.get("metrics") or {} for m, e in per.items() if keep(t, m)} for b, per in d.items()}
+                for t, d in entries_by_task(standing_board, tasks).items()}
+    cmp = compare(standing, new, band, seed=seed, justifications=just, errors=errors)
+    if not cmp.compared:
+        raise ScoreboardError(f"{run_dir}: nothing to compare with {board_file} (no task × backend × member in both)"
+                              + "".join(f"\n  note: {n}" for n in cmp.notes))
+    used = {k for c in cmp.regressions for k in (c.metric, f"{c.task}/{c.metric}", f"{c.task}/{c.backend}/{c.metric}")
+            if k in just}
+    out = CheckResult(run_dir, cmp, board_file, band_at, band is None, result, sweep_code, errors, sorted(set(just) - used))
+    out.justified = [c for c in cmp.regressions if c.justification]
+    if not cmp.unjustified and (out.justified or update_scoreboard):
+        stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        record = {f"{c.task}/{c.backend}/{c.metric}": {
+            "reason": c.justification, "standing": round(c.standing, 6), "new": round(c.new, 6),
+            "band": round(c.band, 6), "p_value": None if c.p_value is None else round(c.p_value, 6), "date": stamp,
+        } for c in out.justified}
+        out.written = len(update(result if result is not None else run_dir, board_file, record, corpus=opts.corpus,
+                                 sources=opts.sources))
     return out

@@ -281,7 +281,7 @@ def backend_calls(members: pd.DataFrame) -> pd.DataFrame:
     A call is one member's extraction; it is an error when the backend reported one or
     nothing usable came back (parse ``malformed`` / ``error``)."""
     columns = ["backend", "calls", "errors", "error_rate", "latency_p50_s", "latency_p90_s", "latency_p99_s",
-               "clean", "recovered", "malformed", "truncated", "input_tokens", "output_tokens", "usd"]
+               "clean", "recovered", "malformed", "schema_invalid", "truncated", "input_tokens", "output_tokens", "usd"]
     if members is None or members.empty:
         return pd.DataFrame(columns=columns)
     rows = []
@@ -292,7 +292,7 @@ def backend_calls(members: pd.DataFrame) -> pd.DataFrame:
         q = latency.quantile([0.5, 0.9, 0.99]) if len(latency) else pd.Series([None] * 3, index=[0.5, 0.9, 0.99])
         rows.append({"backend": backend, "calls": len(m), "errors": int(failed.sum()),
                      "error_rate": float(failed.mean()), "latency_p50_s": q[0.5], "latency_p90_s": q[0.9],
-                     "latency_p99_s": q[0.99], **{k: int((parse == k).sum()) for k in ("clean", "recovered", "malformed")},
+                     "latency_p99_s": q[0.99], **{k: int((parse == k).sum()) for k in ("clean", "recovered", "malformed", "schema_invalid")},
                      "truncated": int(m["truncated"].notna().sum()),
                      "input_tokens": int(pd.to_numeric(m["input_tokens"], errors="coerce").fillna(0).sum()),
                      "output_tokens": int(pd.to_numeric(m["output_tokens"], errors="coerce").fillna(0).sum()),

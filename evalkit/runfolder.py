@@ -104,6 +104,11 @@ def sweep_of(path: str | Path) -> Path | None:
     return next((p for p in (path, *path.parents) if (p / SWEEP_JSON).is_file()), None)
 
 
+def sibling(home: str | Path, label: str) -> Path:
+    """The folder of the same member under another backend's label (``--reference``)."""
+    return Path(home).resolve().parent / label_folder(label)  # resolved: a notebook scores its home as "."
+
+
 @dataclass(frozen=True)
 class Home:
     """One member × backend of a run being made: the corpus member, the backend's label, its folder."""
@@ -133,13 +138,19 @@ def read_score(home: str | Path) -> dict[str, Any]:
     return read_json(Path(home) / SCORE)
 
 
-def write_score(home: str | Path, member_key: str, extraction: Mapping[str, Any], result: Any) -> dict[str, Any]:
+def write_score(home: str | Path, member_key: str, extraction: Mapping[str, Any], result: Any,
+                reference: str | None = None) -> dict[str, Any]:
     """score.json: the status, the result (a `ScoreResult`, or a `status.Failed`) and the extraction's member,
-    backend and run block. Returns what was written."""
+    backend and run block; with `reference`, the label of the backend whose record was the truth (a
+    similarity, not an accuracy). Returns what was written."""
     payload = {"status": SCORED, **result.to_json(), "member": member_key, "backend": extraction["backend"],
-               "run": extraction["run"]}
+               "run": extraction["run"], **({"reference": reference} if reference else {})}
     write_json(Path(home) / SCORE, payload)
     return payload
+
+
+def clear_score(home: str | Path) -> None:
+    (Path(home) / SCORE).unlink(missing_ok=True)
 
 
 def read_judgments(home: str | Path, extraction: Mapping[str, Any] | None = None) -> dict[str, Any] | None:

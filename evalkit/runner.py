@@ -37,8 +37,8 @@ from typing import Any, Callable
 
 from . import __version__, runfolder
 from .corpus import Member, Task, load_member, load_tasks
-from .errors import (EXIT_BACKEND, EXIT_FAILED, EXIT_INTEGRITY, EXIT_OK, CassetteError, CorpusError, IntegrityError,
-                     SourceMissing, UsageError)
+from .errors import (EXIT_BACKEND, EXIT_FAILED, EXIT_INTEGRITY, EXIT_OK, CassetteError, CorpusError, EvalkitError,
+                     IntegrityError, SourceMissing, UsageError)
 from .backends import BackendSpec, check_labels, labels_slug
 from .interrupt import Interrupted
 from .jsonio import remove_partials
@@ -79,6 +79,9 @@ class RunOptions:
     judge_cache: Path | None = None  # --judge-cache PATH (default <run folder's parent>/judge-cache.jsonl)
     ontology: Path | None = None  # run only: --ontology PATH (evalkit.ontology)
     ontology_mode: str | None = None  # --ontology-mode open|strict
+    reference: str | None = None  # run only: --reference LABEL, score the other backends against LABEL's records
+    board: Path | None = None  # write the scored entries into this scoreboard at the end (--update-scoreboard)
+    history: bool = False  # append the outcomes to runs/index.jsonl at the end (the CLI's runs do)
 
 
 @dataclass
@@ -109,6 +112,8 @@ class RunResult:
     plan: Any = None  # the dry-run plan (evalkit.backends.resolve.Plan), when --dry-run
     reused: int = 0  # extractions a resumed run took from the unfinished run before it
     summary: dict[str, Any] | None = None  # summary.json (`evalkit.summary`), once the run has scores
+    reference: str | None = None  # --reference: the label whose records were the truth (figures are similarities)
+    recorded: "Recorded | None" = None  # what `record` wrote (history, scoreboard) after the run
 
     @property
     def exit_code(self) -> int:
@@ -219,20 +224,68 @@ class _Done:
         return f"{', '.join(parts) or 'nothing'} done; kept in {self.run_dir}"
 
 
-def run(opts: RunOptions, progress: Progress | None = None, on_outcome: OnOutcome | None = None) -> RunResult:
-    """Run extraction and scoring for the selected corpus members; see module docstring.
+@dataclass
+class Recorded:
+    """What a finished run or sweep wrote beyond its folder (`RunOptions.history`, `RunOptions.board`)."""
 
-    `on_outcome(outcome, n, total)` is called as soon as each member × backend is scored (n of total)."""
+    history_error: str | None = None  # runs/index.jsonl could not be appended (the run stands)
+    board: Path | None = None
+    entries: int = 0  # scoreboard entries written
+    board_error: EvalkitError | None = None  # the scoreboard could not be written (the run stands; the CLI exits with it)
+
+
+def record(result: Any, opts: RunOptions) -> Recorded:
+    """Append a run's (or sweep's) outcomes to the history and write its scored entries to the scoreboard,
+    as ``opts.history`` and ``opts.board`` ask. A history that cannot be written never fails the run."""
+    from .history import append_history
+    from .scoreboard import update_scoreboard
+
+    rec = Recorded()
+    if opts.history:
+        try:
+            append_history(result)
+        except EvalkitError as e:
+            rec.history_error = str(e)
+    if opts.board is not None:
+        rec.board = Path(opts.board)
+        try:
+            rec.entries = len(update_scoreboard(result, rec.board, corpus=opts.corpus, sources=opts.sources))
+        except EvalkitError as e:
+            rec.board_error = e
+    return rec
+
+
+def check_reference(reference: str | None, labels: list[str], board: Path | None) -> None:
+    """``--reference LABEL`` names one of the run's backends, beside at least one other, and never writes a
+    scoreboard: a similarity to another model is not an accuracy."""
+    if reference is None:
+        return
+    if reference not in labels:
+        raise UsageError(f"--reference {reference}: not one of this run's backends ({', '.join(labels)})")
+    if len(labels) < 2:
+        raise UsageError(f"--reference {reference}: give at least one other --backend to compare with it")
+    if board is not None:
+        raise UsageError("--reference scores a similarity to another backend, not an accuracy: it never writes "
+                         "the scoreboard (drop --update-scoreboard)")
+
+
+def run(opts: RunOptions, progress: Progress | None = None, on_outcome: OnOutcome | None = None) -> RunResult:
+    """Run extraction and scoring for the selected corpus members; see module docstring. Then `record` what
+    ``opts`` asks (history, scoreboard); a dry run only plans. `on_outcome(outcome, n, total)` is called as
+    soon as each member × backend is scored (n of total)."""
     done = _Done()
     with ExitStack() as held:  # the run folder's lock, once taken
         try:
-            return _run(opts, done.track(progress), held, done, on_outcome)
+            result = _run(opts, done.track(progress), held, done, on_outcome)
         except KeyboardInterrupt:  # SIGINT, or SIGTERM (evalkit.interrupt): pools are stopped by now
             if done.run_dir is None:
                 raise Interrupted("nothing was written") from None
             for folder in {done.run_dir, *done.folders}:
                 remove_partials(folder, recursive=False)
             raise Interrupted(done.summary(), done.run_dir) from None
+    if result.plan is None:
+        result.recorded = record(result, opts)
+    return result
 
 
 def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
@@ -253,6 +306,11 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
     labels = check_labels(spec.label for spec in opts.backends)
     if opts.judge and judge_mode != "reference" and len(labels) < 2:
         raise UsageError(f"--judge-mode {judge_mode}: pairwise judging needs at least two --backend")
+    check_reference(opts.reference, labels, opts.board)
+    truthless = sorted(t.id for t in tasks if not t.spec.truth)
+    if truthless and opts.reference is None:
+        raise UsageError(f"task(s) {', '.join(truthless)} have no truth (truth: false): score them against another "
+                         "backend with --reference LABEL")
     # Resolving reads cassettes and the environment only: no call, no file written.
     resolved = resolve_backends(opts.backends, opts.record)
     run_dir = Path(opts.out or Path("runs") / default_run_id(labels))
@@ -315,7 +373,8 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
                                       check=False)[0]
         left = None if opts.max_usd is None else max(0.0, opts.max_usd - pool.spent_usd)
         phase = judging.judge_phase(run_dir, homes, documents, judge_backend, judge_mode, labels, opts.sources,
-                                    opts.threshold, opts.max_concurrency, left, progress, judge_resolved.cassette)
+                                    opts.threshold, opts.max_concurrency, left, progress, judge_resolved.cassette,
+                                    reference=opts.reference)
         judge_info = {"spec": judge_backend.spec, "model": judge_backend.model, "mode": judge_mode,
                       "cache": str(judge_resolved.cassette) if judge_resolved.cassette else None,
                       "requests": phase.requests, "calls": phase.calls, "replayed": phase.replayed}
@@ -342,19 +401,25 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
         "ontology_mode": ontology.mode if ontology else "freeform",
         **({"ontology": ontology.to_json()} if ontology else {}),
         **({"judge": judge_info} if judge_info else {}),
+        **({"reference": opts.reference} if opts.reference else {}),
     })
+    # --reference: the reference's own records are the truth, not scored (an earlier score of them is cleared)
+    to_score = [h for h in homes if h.label != opts.reference]
+    for h in homes:
+        if h.label == opts.reference:
+            runfolder.clear_score(h.dir)
     scored: list[Outcome] = []
 
     def settled(h: Home) -> None:  # a member × backend has its score.json: say so at once
         scored.append(_outcome(h, runfolder.read_score(h.dir)))
         if on_outcome:
-            on_outcome(scored[-1], len(scored), len(homes))
+            on_outcome(scored[-1], len(scored), len(to_score))
 
     if opts.notebooks:
         _score_in_notebooks(homes, tasks, run_dir, opts, progress, settled)
     else:  # what score.ipynb does, in this process
-        for h in homes:
-            score_home(h.member, h.dir, opts.sources, opts.threshold, documents[h.member.key])
+        for h in to_score:
+            score_home(h.member, h.dir, opts.sources, opts.threshold, documents[h.member.key], opts.reference)
             settled(h)
     summary = write_summary(run_dir)  # before the pages: the index reads it
     if opts.notebooks and opts.html:
@@ -365,7 +430,8 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
     if judge_resolved is not None:
         judging.print_messages(phase.messages)
     runfolder.mark_finished(run_dir)
-    return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), reused=done.reused, summary=summary)
+    return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), reused=done.reused,
+                     reference=opts.reference, summary=summary)
 
 
 def _reusable(home: Path, request: Any, spec: str) -> bool:
@@ -406,7 +472,8 @@ def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opt
     for h in homes:
         # the backend as its extraction.json records it (secrets redacted): what the notebooks get
         spec = BackendSpec.parse(runfolder.read_extraction(h.dir)["backend"]["spec"], label=h.label)
-        pair = plan_member(run_dir, h.member.task.id, h.member.id, spec, opts.corpus, opts.sources, opts.threshold)
+        pair = plan_member(run_dir, h.member.task.id, h.member.id, spec, opts.corpus, opts.sources, opts.threshold,
+                           reference=opts.reference)
         per_home[h.dir] = pair
         per_task.setdefault(h.member.task.id, []).extend(pair)
         jobs += pair
@@ -418,11 +485,13 @@ def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opt
     done: set[Path] = set()
 
     def finish(h: Home) -> None:
+        done.add(h.dir)
+        if h.label == opts.reference:
+            return  # the truth of the others: extracted, never scored
         failed = [by_output[j.output] for j in per_home[h.dir] if j.output in by_output and not by_output[j.output].ok]
         if failed or not (h.dir / runfolder.SCORE).exists():
             why = failed[0].error if failed else f"{runfolder.SCORE} was not written"
             runfolder.write_score(h.dir, h.member.key, runfolder.read_extraction(h.dir), Failed(NOTEBOOK_FAILED, why))
-        done.add(h.dir)
         settled(h)
 
     def on_done(j, r) -> None:

@@ -245,6 +245,10 @@ def update_scoreboard(run_result: Any, board_path: str | Path, justifications: M
     corpus = Path(corpus) if corpus is not None else board_path.parent
     src = sources_dir(sources)
     found = [s for s in scan(root) if keys is None or (s.task, s.member, s.backend) in keys]
+    similar = sorted({s.score().get("reference") for s in found} - {None})
+    if similar:
+        raise ScoreboardError(f"{root}: scored against the reference backend {', '.join(similar)} (--reference): a "
+                              "similarity, not an accuracy, is never a scoreboard entry")
     if keys is not None:
         missing = keys - {(s.task, s.member, s.backend) for s in found}
         if missing:

@@ -46,6 +46,7 @@ BUDGET_STOP = "budget_stop"
 MISSING_PREDICTION = "missing_prediction"
 SCORING_CRASH = "scoring_crash"
 NOTEBOOK_FAILED = "notebook_failed"
+REFERENCE_FAILED = "reference_failed"  # --reference: the reference backend has no usable record of this member
 
 # How the SDKs name a timeout (openai and anthropic: APITimeoutError, reported as "<class>: <message>").
 _TIMEOUTS = ("APITimeoutError", "TimeoutError", "ReadTimeout", "ConnectTimeout")

@@ -101,8 +101,9 @@ def _backend(task: str, label: str, results: list[Any], members: list[str], skip
 def summarize(results: Iterable[Any], run_json: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """summary.json for `results` (`runfolder.Scored`, every status) and the run's run.json."""
     run_json = run_json or {}
-    results = list(results)
-    order = [b.get("label") for b in run_json.get("backends") or [] if isinstance(b, dict)]
+    reference = run_json.get("reference")  # --reference: its records are the truth of the others, never scored
+    results = [r for r in results if r.backend != reference]
+    order = [b.get("label") for b in run_json.get("backends") or [] if isinstance(b, dict) and b.get("label") != reference]
     heldout = set(run_json.get("heldout") or [])
     members_of: dict[str, list[str]] = {}
     for key in run_json.get("members") or []:
@@ -133,6 +134,7 @@ def summarize(results: Iterable[Any], run_json: Mapping[str, Any] | None = None)
     # The run's time and command stay in run.json: the same results give the same summary.json bytes.
     return {
         "corpus": (run_json.get("parameters") or {}).get("corpus"),
+        "reference": reference,
         "evalkit_version": run_json.get("evalkit_version"),
         "backends": [{k: b.get(k) for k in ("label", "spec", "model", "cassette_sha256") if b.get(k) is not None}
                      for b in run_json.get("backends") or [] if isinstance(b, dict)],

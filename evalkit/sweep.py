@@ -141,6 +141,7 @@ class SweepResult:
 
     run_dir: Path
     members: list[MemberResult]
+    recorded: Any = None  # runner.Recorded: what the sweep wrote to the history and scoreboard
 
     @property
     def outcomes(self) -> list[Outcome]:
@@ -226,7 +227,7 @@ def _refuse_run_only(opts: RunOptions) -> None:
     """A sweep runs each member on its own: a budget, a recording, a judge or an ontology across members
     is `evalkit run`'s."""
     given = [flag for flag, value in (("--record", opts.record), ("--dry-run", opts.dry_run),
-                                      ("--max-usd", opts.max_usd is not None), ("--judge", opts.judge),
+                                      ("--max-usd", opts.max_usd is not None), ("--judge", opts.judge), ("--reference", opts.reference),
                                       ("--ontology", opts.ontology)) if value]
     if given:
         raise UsageError(f"sweep: {', '.join(given)} apply to `evalkit run` only")
@@ -235,8 +236,12 @@ def _refuse_run_only(opts: RunOptions) -> None:
 def sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None = None) -> SweepResult:
     """Run every selected member (skipping current ones, unless ``opts.force``) in worker processes; see
     module docstring. ``opts.workers``: members at a time."""
+    from .runner import record
+
     with ExitStack() as held:  # the sweep folder's lock, once taken
-        return _sweep(opts, progress, held)
+        result = _sweep(opts, progress, held)
+    result.recorded = record(result, opts)
+    return result
 
 
 def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, held: ExitStack) -> SweepResult:
@@ -289,7 +294,8 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
     others = {k: v for k, v in on_disk.items() if k not in selected}
     outs = [runfolder.sweep_member_dir(sweep_dir, t, m) for t, m, _ in todo]
     member_opts = [replace(opts, corpus=Path(opts.corpus).resolve(), sources=Path(opts.sources).resolve()
-                           if opts.sources else None, tasks=[t], only=[m], out=out.resolve(), workers=1, force=False)
+                           if opts.sources else None, tasks=[t], only=[m], out=out.resolve(), workers=1, force=False,
+                           board=None, history=False)  # the sweep records once, at its end
                    for (t, m, _), out in zip(todo, outs)]
 
     def record(i: int, raw: Any) -> None:
@@ -324,33 +330,3 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
     _write_sweep_json(sweep_dir, opts, records, others)
     members = [records[k] for k in sorted(records)]
     return SweepResult(run_dir=sweep_dir, members=members)
-
-
-def print_sweep_summary(result: SweepResult, echo: Callable[[str], Any] = print) -> None:
-    multi = len({o.backend for o in result.outcomes}) > 1
-    for m in result.members:
-        if m.status == "failed":
-            echo(f"  {m.key} … FAILED")
-            echo(f"      ↳ {m.message}")
-            continue
-        for o in m.outcomes:
-            name = f"  {m.key}" + (f" [{o.backend}]" if multi else "")
-            tag = " (current, skipped)" if m.status == "current" else ""
-            if o.status == SCORED:
-                score = "   n/a" if o.score is None else f"{100 * o.score:5.1f}%"
-                verdict = {True: " PASS", False: " FAIL", None: ""}[o.passed]
-                echo(f"{name} … {score}{verdict}{tag}")
-            else:
-                echo(f"{name} … {o.status.upper()}")
-                echo(f"      ↳ {o.why}")
-    ran = sum(m.status == "ran" for m in result.members)
-    current = sum(m.status == "current" for m in result.members)
-    count = {s: sum(o.status == s for o in result.outcomes) for s in (SCORED, ERROR, SKIPPED)}
-    echo(f"Sweep: {len(result.members)} member(s): {ran} run, {current} current (skipped), "
-         f"{count[SCORED]} scored, {count[ERROR]} error(s), {count[SKIPPED]} skipped (source missing), "
-         f"{len(result.failures)} failure(s)")
-    if result.failures:
-        echo("Failures:")
-        for line in result.failures:
-            echo(f"  {line}")
-    echo(f"Sweep folder: {result.run_dir}")

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .corpus import load_member, load_task, task_dirs
+from .corpus import Member, load_member, load_task, task_dirs
 from .errors import CorpusError, IntegrityError, InvalidCorpus, SourceMissing
+from .outschema import keypath, violations
 from .sources import check_integrity
+from .yamlio import load_yaml
 
 __all__ = ["validate_corpus"]
 
@@ -43,10 +45,10 @@ def validate_corpus(corpus: Path, sources: Path | None = None) -> list[str]:
             except CorpusError as e:
                 problems.append(str(e))
                 continue
+            problems.extend(provenance_problems(member))
             try:
                 check_integrity(member, sources)
-                if member.manifest.truth is not None:
-                    member.load_truth(sources)
+                problems.extend(truth_violations(member, sources))
             except SourceMissing:
                 pass  # reported by `run` as skipped; not a corpus error
             except IntegrityError as e:
@@ -56,3 +58,36 @@ def validate_corpus(corpus: Path, sources: Path | None = None) -> list[str]:
             except CorpusError as e:  # a file that escapes the corpus or sources folder
                 problems.append(str(e))
     return problems
+
+
+def truth_violations(member: Member, sources: Path | None) -> list[str]:
+    """Where the member's truth, as the record a perfect extraction would be (the scorer's
+    `expected_extraction`), breaks the task's output schema: ``file:line: JSON path: message`` each."""
+    task = member.task
+    if not task.spec.truth or not task.spec.output_schema:
+        return []
+    truth = member.load_truth(sources)
+    broken = violations(task.scorer.expected_extraction(truth), task.spec.output_schema, caps=False)
+    if not broken:
+        return []
+    path = member.truth_path(sources)
+    _, loc = load_yaml(path)
+    out = []
+    for v in broken:
+        kp = keypath(v["path"])
+        # The truth file holds the record under `record:` (the fields scorer) or as it is.
+        line = next((loc.lines[k] for k in (("record", *kp), kp) if k in loc.lines), None) or loc.line(("record", *kp))
+        where = f"{path}:{line}" if line else str(path)
+        out.append(f"{where}: {v['path']}: {v['message']} (the task's output schema; fix the truth or the schema)")
+    return out
+
+
+def provenance_problems(member: Member) -> list[str]:
+    """Each leg of the member's truth_provenance that states nothing usable, at its manifest line."""
+    found = member.manifest.truth_provenance.problems() if member.manifest.truth_provenance else []
+    if not found:
+        return []
+    path = member.dir / "manifest.yaml"
+    _, loc = load_yaml(path)
+    return [f"{loc.where(('truth_provenance', leg))}: truth_provenance.{leg} {why} (docs/authoring.md)"
+            for leg, why in found]

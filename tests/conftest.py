@@ -80,7 +80,7 @@ def _write_member(task_dir: Path, member: str, document: str, truth: dict) -> No
         source: {{file: memo.md}}
         sha256: {sha}
         license: {{spdx: CC0-1.0, verified: "written for the evalkit tests"}}
-        truth_provenance: {{authored: "2026-11-30", instrument: "test fixture", verified: "test fixture"}}
+        truth_provenance: {{authored_by: test fixture, verified_by: test fixture, adversarial_pass: not done, date: "2026-11-30"}}
         """), encoding="utf-8")
     # JSON is valid YAML, and escapes every payload unambiguously.
     (d / "truth.yaml").write_text(json.dumps(truth, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

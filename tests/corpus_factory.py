@@ -37,7 +37,8 @@ def add_member(task_dir: Path, member: str, text: str, record: dict, *, sha256: 
         "source": {"file": "doc.md"},
         "sha256": sha256 or hashlib.sha256(text.encode()).hexdigest(),
         "license": {"spdx": "CC0-1.0", "verified": "test"},
-        "truth_provenance": {"authored": "2026-11-30", "instrument": "test", "verified": "test"},
+        "truth_provenance": {"authored_by": "test", "verified_by": "test", "adversarial_pass": "not done",
+                             "date": "2026-11-30"},
     })
     write_yaml(d / "truth.yaml", {"record": record, "expected_missing_fields": missing or [],
                                   "expected_blocking": blocking})

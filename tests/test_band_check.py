@@ -202,3 +202,36 @@ def test_compare_pairs_members_and_uses_band():
     cmp = compare(standing, new, None, justifications={"t/score": "known"})
     (c,) = cmp.regressions
     assert c.band == 0.02 and c.band_source == "floor" and c.justification == "known" and not cmp.unjustified
+
+
+def test_check_and_band_are_library_functions_the_commands_only_print(world, tmp_path):
+    """`regress.check` and `band.measure` hold what `evalkit check` and `evalkit band` do: called from
+    Python they give the same verdict and the same band file, and they print nothing."""
+    import io
+    from contextlib import redirect_stdout
+
+    from evalkit.backends import BackendSpec
+    from evalkit.band import measure
+    from evalkit.errors import EXIT_FAILED
+    from evalkit.regress import check
+    from evalkit.runner import RunOptions
+    from evalkit.scoreboard import update_scoreboard
+
+    board = tmp_path / "board.json"
+    update_scoreboard(world["runs"] / "standing", board, corpus=world["corpus"])  # the recording "a" standing
+    standing = board.read_text()
+    planted = BackendSpec.parse(f"gemma=cassette:path={world['recorded']['c']}")
+    seen, printed = [], io.StringIO()
+    with redirect_stdout(printed):
+        res = check(RunOptions(corpus=world["corpus"], backends=[planted], notebooks=False, workers=2,
+                               out=tmp_path / "c"), board=board, on_sweep=seen.append)
+        same = check(RunOptions(corpus=world["corpus"], backends=[]), run_dir=world["runs"] / "standing", board=board)
+        sweeps = sorted(p for p in world["runs"].iterdir() if "-band-" in p.name)
+        done = measure(RunOptions(corpus=world["corpus"], backends=[]), from_runs=sweeps, out=tmp_path / "band.json")
+    assert printed.getvalue() == ""
+    assert len(seen) == 1 and seen[0].run_dir == tmp_path / "c"  # the fresh sweep, told once
+    assert [c.metric for c in res.comparison.regressions] == ["gate_agrees"] and res.exit_code == EXIT_FAILED
+    assert res.written is None and board.read_text() == standing  # an unjustified regression writes nothing
+    assert not same.comparison.regressions and same.exit_code == 0 and same.written is None
+    assert json.loads(done.path.read_text())["tasks"] == json.loads((world["corpus"] / "band.json").read_text())["tasks"]
+    assert done.markdown == render_markdown(done.band)

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from corpus_factory import TASK, add_member, cli, write_yaml
-from evalkit.board_cli import report_byom
+from evalkit.publish import write_byom_report as report_byom
 from evalkit.publish import render_byom_html
 from evalkit.scoreboard import load_board
 from evalkit.sources import SIDECAR
@@ -39,18 +39,26 @@ def private(tmp_path):
     write_yaml(corpus / "memos" / "task.yaml", TASK)
     private_member(corpus / "memos", "m0", 0)
     private_member(corpus / "memos", "m1", 1)
-    private_member(corpus / "memos", "m2", 2, provenance={"authored": "2026-11-30", "instrument": "TODO", "verified": ""})
+    private_member(corpus / "memos", "m2", 2, provenance={"authored_by": "me", "verified_by": "TODO",
+                                                          "adversarial_pass": "", "date": "2026-11-30"})
     preds = tmp_path / "preds"
     preds.mkdir()
     for i in range(3):  # the model echoes the private values back
         (preds / f"m{i}.json").write_text(json.dumps({"account_id": f"{MARKER}-ACC-{i}", "rate": float(f"0.{i + 5}"),
                                                       "comment": f"{MARKER} says hi"}))
+    # The same echo as a pipeline: `publish` takes no figure from the predictions (or fake) backend.
+    (tmp_path / "echo.py").write_text(
+        "import re\n"
+        "def extract(document, task):\n"
+        "    account, rate = re.search(r'Account (\\S+) pays a rate of ([0-9.]+)', document).groups()\n"
+        f"    return {{'account_id': account, 'rate': float(rate.rstrip('.')), 'comment': '{MARKER} says hi'}}\n")
     return tmp_path, corpus, preds
 
 
-def sweep(corpus, preds, out, *extra):
+def sweep(corpus, preds, out, *extra, backend=None):
+    """A sweep of the echo pipeline (`backend`: another spec, e.g. the predictions in `preds`)."""
     return cli("sweep", "--corpus", corpus, "--no-notebooks", "--workers", 2, "--out", out,
-               "--backend", f"local=predictions:dir={preds}", *extra)
+               "--backend", backend or f"local=python:{preds.parent / 'echo.py'}:extract", *extra)
 
 
 def test_changed_private_source_is_refused_before_any_call(private):
@@ -86,9 +94,9 @@ def test_publish_copies_aggregates_only_and_no_marker_anywhere(private):
     entry = load_board(board)["tasks"]["memos"]["m0"]["local"]
     assert set(entry) == {"identity", "run", "truth_sha256", "settings", "metrics", "passed", "published"}
     assert entry["metrics"]["score"] == 1.0 and entry["truth_sha256"]
-    assert entry["identity"]["truth_provenance"]["instrument"] == "test"
+    assert entry["identity"]["truth_provenance"]["verified_by"] == "test"
     assert entry["identity"]["source"]["files"] == 1 and "doc.md" not in text  # no file names
-    assert entry["run"]["backend"] == {"label": "local", "spec": "predictions:dir=<local>"}
+    assert entry["run"]["backend"] == {"label": "local", "spec": "python:<local>"}
     assert str(tmp_path) not in text  # no local paths
 
     out = report_byom(board, tmp_path / "report" / "byom.html")
@@ -111,7 +119,7 @@ def test_publish_redacts_local_paths_everywhere(private):
     assert res.exit_code in (0, 1), res.output
     manifest = corpus / "memos" / "m0" / "manifest.yaml"
     data = yaml.safe_load(manifest.read_text())
-    data["truth_provenance"]["instrument"] = \
+    data["truth_provenance"]["authored_by"] = \
         f"{tmp_path}/tools/labeller.py, then ~/qa/check.md (see https://example.org/a/b)"
     write_yaml(manifest, data)
     board = tmp_path / "repo" / "byom-scoreboard.json"
@@ -119,7 +127,7 @@ def test_publish_redacts_local_paths_everywhere(private):
     assert res.exit_code == 0, res.output
     entry = load_board(board)["tasks"]["memos"]["m0"]["mine"]
     assert entry["run"]["backend"]["spec"] == "python:<local>" and entry["run"]["model"] == "python:<local>"
-    assert entry["identity"]["truth_provenance"]["instrument"] == \
+    assert entry["identity"]["truth_provenance"]["authored_by"] == \
         "<local>, then <local> (see https://example.org/a/b)"
     html = report_byom(board, tmp_path / "report" / "byom.html").read_text()
     for text in (board.read_text(), html):
@@ -145,12 +153,23 @@ def test_publish_refuses_unscored_unprovenanced_and_stale_members(private):
     assert not board.exists()
 
 
+@pytest.mark.parametrize("spec", ["fake", "predictions"])
+def test_publish_refuses_figures_from_the_fake_and_predictions_backends(private, spec):
+    tmp_path, corpus, preds = private
+    backend = "local=fake" if spec == "fake" else f"local=predictions:dir={preds}"
+    res = sweep(corpus, preds, tmp_path / "runs" / spec, "--update-scoreboard", "--only", "m0", backend=backend)
+    assert res.exit_code == 0, res.output
+    res = cli("publish", "m0", "--corpus", corpus, "--board", tmp_path / "byom.json")
+    assert res.exit_code == 3 and f"the {spec} backend" in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "byom.json").exists()
+
+
 def test_publish_guard_catches_a_truth_value_in_free_text(private):
     tmp_path, corpus, preds = private
     assert sweep(corpus, preds, tmp_path / "runs" / "s", "--update-scoreboard", "--only", "m1").exit_code == 0
     manifest = corpus / "memos" / "m1" / "manifest.yaml"
     data = yaml.safe_load(manifest.read_text())
-    data["truth_provenance"]["verified"] = f"checked account {MARKER}-ACC-1 by hand"
+    data["truth_provenance"]["verified_by"] = f"checked account {MARKER}-ACC-1 by hand"
     write_yaml(manifest, data)
     res = cli("publish", "m1", "--corpus", corpus, "--board", tmp_path / "byom.json")
     assert res.exit_code == 3 and "contains a truth value" in res.output

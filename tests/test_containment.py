@@ -321,7 +321,7 @@ def test_org_model_label_runs_end_to_end_under_a_safe_folder(world):
     res = cli("run", "--corpus", corpus, "--backend", "org/model=fake", "--out", tmp_path / "runs" / "r",
               "--update-scoreboard", "--board", board)
     assert res.exit_code == 0, res.output
-    assert "Scoreboard: 1 entries written" in res.output
+    assert "Scoreboard: 1 entry written" in res.output
     run = tmp_path / "runs" / "r"
     home = run / "memos" / "m0" / "org__model"
     assert not (run / "memos" / "m0" / "org").exists()

@@ -262,3 +262,23 @@ def test_task_loads():
     assert sorted(m.id for m in members) == sorted(r["slug"] for r in _rows())
     for m in members:
         check_integrity(m, SOURCES)
+
+
+@needs_sources
+def test_importer_takes_any_contract_list(tmp_path):
+    """A held-out set, or any other list in index.jsonl's format: quirks of unlisted contracts do not stop it."""
+    rows = sorted(_rows(), key=lambda r: r["slug"])[:2]
+    index = tmp_path / "other-index.jsonl"
+    index.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    proc = subprocess.run([sys.executable, str(TOOL), "--sources", str(SOURCES), "--out", str(tmp_path / "out"),
+                           "--index", str(index)], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir() if p.is_dir()) == [r["slug"] for r in rows]
+    for r in rows:  # the same bytes as the bundled import of those contracts
+        for name in ("manifest.yaml", "truth.yaml"):
+            assert (tmp_path / "out" / r["slug"] / name).read_bytes() == (TASK_DIR / r["slug"] / name).read_bytes()
+    tool = _tool()
+    only = tool.build(SOURCES, TASK_DIR / "task.yaml", only=[rows[1]["slug"]])
+    assert {rel.split("/")[0] for rel in only if "/" in rel} == {rows[1]["slug"]}
+    with pytest.raises(tool.ImportFailed, match="does not list nope"):
+        tool.build(SOURCES, TASK_DIR / "task.yaml", only=["nope"])

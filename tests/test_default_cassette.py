@@ -13,7 +13,7 @@ import pytest
 
 from evalkit.backends.base import Completion, Request
 from evalkit.backends.cassette import RecordingBackend, load_records
-from evalkit.cli import DEFAULT_CASSETTE
+from evalkit.backends.spec import DEFAULT_CASSETTE
 from evalkit.corpus import DEFAULT_CORPUS, load_tasks
 from evalkit.sources import SourceMissing, check_integrity, read_document
 

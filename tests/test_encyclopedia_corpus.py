@@ -338,3 +338,21 @@ def test_no_redocred_text_is_copied_into_the_repo():
             window = sentence.strip()[:60]
             if len(window) >= 60:
                 assert window not in repo_text, f"{row['slug']}: text copied into the repo: {window!r}"
+
+
+@needs_sources
+def test_importer_takes_any_document_list(tmp_path):
+    rows = _index()[:3]
+    index = tmp_path / "other-index.jsonl"
+    index.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    proc = _run_importer(tmp_path / "out", "--index", str(index))
+    assert proc.returncode == 0, proc.stderr
+    members = sorted(p.name for p in (tmp_path / "out").iterdir() if p.is_dir())
+    assert members == sorted(f"redocred-{r['slug']}" for r in rows)
+    for m in members:
+        assert (tmp_path / "out" / m / "truth.yaml").read_bytes() == (TASK_DIR / m / "truth.yaml").read_bytes()
+    proc = _run_importer(tmp_path / "one", "--only", rows[0]["slug"])
+    assert proc.returncode == 0 and [p.name for p in (tmp_path / "one").iterdir() if p.is_dir()] == [
+        f"redocred-{rows[0]['slug']}"]
+    bad = _run_importer(tmp_path / "bad", "--only", "nope")
+    assert bad.returncode == 2 and "does not list nope" in bad.stderr

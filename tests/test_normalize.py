@@ -164,3 +164,19 @@ def test_party_aliases_dropped_and_suffix_kept(name):
 
 def test_party_parenthetical_without_quotes_is_kept():
     assert normalize_party("Foo (USA) Inc.") == "foo usa inc"
+
+
+def test_every_fold_example_in_the_graph_docs_is_what_fold_does():
+    """docs/scoring-graph.md states `X` → `Y` (X folds to Y) and `X` ~ `Y` (they fold alike): each is checked,
+    so the page cannot claim a fold the code does not do (it once said `US` → `me`, `the 1950s` ~ `1950`)."""
+    import re
+    from pathlib import Path
+
+    from evalkit.scoring.text import fold
+
+    text = " ".join((Path(__file__).resolve().parents[1] / "docs" / "scoring-graph.md").read_text().split())
+    arrows = re.findall(r"`([^`]+)` → `([^`]+)`", text)
+    alike = re.findall(r"`([^`]+)` ~ `([^`]+)`", text)
+    assert len(arrows) >= 5 and len(alike) >= 7
+    assert [(a, b) for a, b in arrows if fold(a) != b] == []
+    assert [(a, b) for a, b in alike if fold(a) != fold(b)] == []

@@ -56,7 +56,8 @@ TOWER = {
                  "treasure": {"present": False}},
             ]},
             {"number": 2, "areas": [
-                {"key": "3", "encounters": [{"name": "bell warden", "custom": True, "count": 1}],
+                {"key": "3", "encounters": [{"name": "bell warden", "custom": True, "count": 1,
+                                             "stat_block": {"ac": 15, "hd": "4*"}}],
                  "connections": ["4"], "doors": {}, "treasure": {"present": True}},
                 {"key": "4", "encounters": [{"name": "wolf", "template": "normal_wolf", "count": 2}],
                  "connections": ["3"], "doors": {}, "treasure": {"present": False}},
@@ -378,10 +379,24 @@ def test_custom_emission_accuracy(task):
         "mismatch", "stat block is not usable (needs an AC plus HD or a class level)")
     assert outcome({"name": "bell warden", "template": "wight", "custom": True})[0] == "mismatch"
     assert outcome({"name": "bell warden"}) == ("mismatch", "not marked custom")
-    # the truth's own shape (no stat block transcribed) is taken at its word unless the task requires one
-    assert outcome({"name": "bell warden", "custom": True})[0] == "matched"
-    assert outcome({"name": "bell warden", "custom": True}, custom_requires_stat_block=True) == (
-        "mismatch", "no stat block transcribed")
+    # custom: true with no stat block fails by default (the source rule); only an opted-out task accepts it
+    assert outcome({"name": "bell warden", "custom": True}) == (
+        "mismatch", "custom: true with no stat block (a bespoke creature needs a usable one)")
+    assert outcome({"name": "bell warden", "custom": True}, custom_requires_stat_block=False)[0] == "matched"
+
+
+def test_the_bundled_task_requires_a_stat_block_and_truth_carries_a_usable_one(task, tmp_path):
+    assert task.options.custom_requires_stat_block is True  # task.yaml states nothing: the default governs
+    path = tmp_path / "truth.yaml"
+    for block, why in (("{ac: 15}", "is not usable"), ("{ac: 15, hd: '4*'}", None)):
+        path.write_text("dungeons:\n  - name: S\n    levels:\n      - number: 1\n        areas:\n"
+                        "          - key: '1'\n            encounters:\n"
+                        f"              - {{name: bell warden, custom: true, stat_block: {block}}}\n")
+        if why is None:
+            load_truth(task, path)
+        else:
+            with pytest.raises(InvalidCorpus, match=why):
+                load_truth(task, path)
 
 
 def test_non_srd_names_are_tallied_not_scored(task):

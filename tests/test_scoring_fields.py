@@ -173,7 +173,7 @@ def test_hallucinated_identifier_weighs_penalty_times():
     assert (row["outcome"], row["weight"], row["credit"]) == ("hallucinated", 4, 0)
     assert res.score == pytest.approx(1 / 5)  # 1 credit over 2×2 + 1
     assert res.metrics["hallucinated"] == 1
-    assert "acc: HALLUCINATED — 'ACC-9999' does not occur in the source" in res.notes
+    assert "acc: HALLUCINATED — 'ACC-9999' is not stated in the source" in res.notes
 
 
 def test_hallucination_flagged_even_when_expected_is_null():
@@ -184,6 +184,36 @@ def test_hallucination_flagged_even_when_expected_is_null():
 def test_identifier_found_with_other_case_and_spacing_is_not_hallucinated():
     res = run({"e": {"kind": "text", "identifier": True}}, {"e": "start 1 march"}, {"e": "START 1\n MARCH"})
     assert res.items[0]["outcome"] == "match"
+
+
+# The invention rule (docs/corpus-format.md): an id is invented when its separator- and case-normalized
+# form is not a whole token (or run of tokens) of the normalized document.
+MEMO = "Account ID: ACC-47003\nSigning entity: SE-0213.\nPrevious account (closed): ACC-40961; renewal one year."
+IDS = {"acc": {"kind": "id", "weight": 2, "identifier": True}, "se": {"kind": "id", "weight": 2, "identifier": True}}
+
+
+@pytest.mark.parametrize("field, extracted, outcome", [
+    ("acc", "1", "hallucinated"),  # a digit inside ACC-40961 is not a token
+    ("acc", "ACC", "hallucinated"),  # the prefix of ACC-47003 is not a token
+    ("acc", "ACC-4700", "hallucinated"),  # nor is a truncation of it
+    ("se", "SE0213", "mismatch"),  # stated as SE-0213: not invented; the match rule is exact, so a mismatch
+    ("acc", "acc-40961", "mismatch"),  # stated (another deal's id, case aside): wrong, not invented
+    ("acc", "acc-47003", "match"),
+])
+def test_invention_rule_is_whole_tokens_separators_and_case_aside(field, extracted, outcome):
+    truth = {"acc": "ACC-47003", "se": "SE-0213"}
+    res = run(IDS, truth, {**truth, field: extracted}, source=MEMO)
+    row = next(r for r in res.items if r["field"] == field)
+    assert row["outcome"] == outcome, row["reason"]
+    assert res.metrics["hallucinated"] == (outcome == "hallucinated")
+
+
+def test_an_id_printed_across_tokens_is_stated():
+    from evalkit.scoring.normalize import document_keys, states_id
+
+    keys = document_keys("entity **SE 0213**, account ACC-47003/RC-12.")
+    assert all(states_id(keys, v) for v in ("SE-0213", "se0213", "ACC-47003", "RC_12", "acc 47003"))
+    assert not any(states_id(keys, v) for v in ("SE-021", "47003/RC", "-", "ACC-47003-RC"))
 
 
 def test_rows_have_the_documented_keys_and_are_json():

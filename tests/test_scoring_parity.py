@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from evalkit.cli import DEFAULT_CASSETTE
+from evalkit.backends.spec import DEFAULT_CASSETTE
 from evalkit.corpus import DEFAULT_CORPUS, load_tasks
 from evalkit.runfolder import SCORE
 from corpus_factory import specs

@@ -2,8 +2,10 @@
 """Build the Re-DocRED members of the `encyclopedia` task from the sources folder.
 
     python tools/import_redocred.py [--sources DIR] [--out corpus/encyclopedia] [--check]
+                                    [--index FILE] [--only SLUG ...]
 
-Reads ``redocred/index.jsonl``, ``redocred/relations.json``,
+Reads ``redocred/index.jsonl`` (or ``--index FILE``: any document list in its format, e.g. a
+held-out set's; ``--only SLUG`` for some of them), ``redocred/relations.json``,
 ``redocred/LICENSE-Re-DocRED.txt`` and each ``redocred/<slug>/redocred.json``
 (and hashes ``text.txt``) under the sources folder (``--sources``, else
 $EVALKIT_SOURCES, else the repo's ``../shared/data``), and writes, under --out:
@@ -55,9 +57,16 @@ def default_sources() -> Path:
     return Path(os.environ.get("EVALKIT_SOURCES") or REPO.parent / "shared" / "data")
 
 
-def read_index(sources: Path) -> list[dict]:
-    path = sources / "redocred" / "index.jsonl"
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+def read_index(sources: Path, index: Path | None = None, only: list[str] | None = None) -> list[dict]:
+    """The document list (default ``<sources>/redocred/index.jsonl``; any list in its format), `only` these slugs."""
+    path = index or sources / "redocred" / "index.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if only:
+        unknown = sorted(set(only) - {r["slug"] for r in rows})
+        if unknown:
+            raise ValueError(f"{path}: does not list {', '.join(unknown)}")
+        rows = [r for r in rows if r["slug"] in only]
+    return rows
 
 
 def read_relations(sources: Path) -> dict[str, str]:
@@ -136,10 +145,12 @@ def manifest_yaml(row: dict, truth: dict, record: dict) -> str:
         + "    (https://creativecommons.org/licenses/by-sa/4.0/); the annotations (the entities and relations of\n"
         + "    truth.yaml) are Re-DocRED''s, MIT License, Copyright (c) 2023 tonytan48, whose licence text travels\n"
         + "    in corpus/encyclopedia/LICENSE-Re-DocRED.txt. Attribution: corpus/encyclopedia/ATTRIBUTION.md.'\n"
-        + "truth_provenance:\n"
-        + "  authored: Re-DocRED (Tan et al., EMNLP 2022), revising DocRED (Yao et al., ACL 2019); converted by tools/import_redocred.py\n"
-        + "  instrument: human annotation of entity clusters and Wikidata relations (DocRED), revised by Re-DocRED\n"
-        + "  verified: Re-DocRED's revision of DocRED; conversion checked by tests/test_encyclopedia_corpus.py\n"
+        + "truth_provenance:  # docs/authoring.md; date: when these conversion rules last changed the truth\n"
+        + "  authored_by: human annotation of entity clusters and Wikidata relations (DocRED, Yao et al., ACL 2019),"
+        + " revised by Re-DocRED (Tan et al., EMNLP 2022); converted by tools/import_redocred.py\n"
+        + "  verified_by: Re-DocRED's revision of DocRED; the conversion checked by tests/test_encyclopedia_corpus.py\n"
+        + "  adversarial_pass: not done\n"
+        + "  date: \"2026-11-30\"\n"
         + "notes: |\n"
         + "".join(f"  - {n}\n" for n in notes)
     )
@@ -209,10 +220,10 @@ files are shared under CC BY-SA 4.0 (with the MIT notice of the annotations kept
 """
 
 
-def build(sources: Path) -> dict[str, str]:
-    """Every output file (relative path -> text)."""
+def build(sources: Path, index: Path | None = None, only: list[str] | None = None) -> dict[str, str]:
+    """Every output file (relative path -> text); `index`, `only`: see `read_index`."""
     base = sources / "redocred"
-    rows = read_index(sources)
+    rows = read_index(sources, index, only)
     relations = read_relations(sources)
     if len(relations) != 96 or len(set(relations.values())) != 96:
         raise ValueError(f"{base / 'relations.json'}: expected 96 distinct relation labels")
@@ -239,12 +250,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sources", type=Path, default=None, help="folder holding redocred/ (default: $EVALKIT_SOURCES or ../shared/data)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the task folder to write (default: corpus/encyclopedia)")
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file would change")
+    ap.add_argument("--index", type=Path, default=None,
+                    help="the document list, in index.jsonl's format (default: <sources>/redocred/index.jsonl)")
+    ap.add_argument("--only", action="append", default=None, metavar="SLUG", help="only this document (repeatable)")
     args = ap.parse_args(argv)
     sources = args.sources or default_sources()
-    if not (sources / "redocred" / "index.jsonl").is_file():
-        print(f"error: {sources / 'redocred' / 'index.jsonl'} not found (pass --sources DIR)", file=sys.stderr)
+    index = args.index or sources / "redocred" / "index.jsonl"
+    if not index.is_file():
+        print(f"error: {index} not found (pass --sources DIR or --index FILE)", file=sys.stderr)
         return 2
-    files = build(sources)
+    try:
+        files = build(sources, args.index, args.only)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     changed = []
     for rel, text in sorted(files.items()):
         path = args.out / rel

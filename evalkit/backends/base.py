@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Literal, Protocol, runtime_checkable
 
-ParseOutcome = Literal["clean", "recovered", "malformed", "error"]
+# "schema_invalid" is set on extraction.json's run block, never by a backend (`pipeline.extraction_record`).
+ParseOutcome = Literal["clean", "recovered", "malformed", "error", "schema_invalid"]
 
 
 @dataclass(frozen=True)

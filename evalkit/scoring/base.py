@@ -60,6 +60,11 @@ class Metric:
     function: Callable[..., Any]
 
 
+def _echo(truth: Any) -> dict[str, Any]:
+    """A truth that is itself the perfect record."""
+    return truth.model_dump(mode="json") if isinstance(truth, BaseModel) else dict(truth)
+
+
 @dataclass(frozen=True)
 class Scorer:
     """A scoring function plus the models that validate its inputs at load time."""
@@ -70,10 +75,16 @@ class Scorer:
     options_model: type[BaseModel] | None = None  # validates task.yaml's `scoring:` block
     extraction_model: type[BaseModel] | None = None  # validates predictions / extractions
     # The record a perfect extraction would be (what the `fake` backend echoes).
-    expected_extraction: Callable[[Any], dict[str, Any]] = lambda truth: (
-        truth.model_dump(mode="json") if isinstance(truth, BaseModel) else dict(truth)
-    )
+    expected_extraction: Callable[[Any], dict[str, Any]] = _echo
     metrics: tuple[Metric, ...] = ()  # every metric `score` can return, declared (empty: undeclared)
+    # `(record, options) -> truth`: the truth a record stands for, when another backend's record is the truth
+    # (`evalkit run --reference`), the inverse of `expected_extraction`. None: this scorer cannot do that.
+    truth_from_record: Callable[[Any, Any], Any] | None = None
+
+    def __post_init__(self) -> None:  # a truth that is its own perfect record is also made from one
+        if self.truth_from_record is None and self.expected_extraction is _echo:
+            make = self.truth_model.model_validate if self.truth_model else dict
+            object.__setattr__(self, "truth_from_record", lambda record, options: make(record))
 
 
 def ratio(numerator: float, denominator: float) -> float | None:

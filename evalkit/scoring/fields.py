@@ -24,6 +24,7 @@ from ..models import FieldsTruth, Strict
 from .base import Metric, Scorer, ScoreContext, ScoreResult, ratio
 from .gate import GateOptions, GateResult, is_missing, run_gate
 from .normalize import (
+    document_keys,
     normalize_id,
     normalize_party,
     number_diff,
@@ -32,6 +33,7 @@ from .normalize import (
     parse_duration,
     parse_number,
     show_decimal,
+    states_id,
 )
 from .text import normalize
 
@@ -43,7 +45,7 @@ class FieldSpec(Strict):
     kind: Kind
     weight: float = Field(1.0, gt=0)
     tolerance: float | None = Field(None, ge=0)
-    identifier: bool = False  # a value absent from the source text is HALLUCINATED
+    identifier: bool = False  # a value the source text does not state is HALLUCINATED (normalize.states_id)
 
     @model_validator(mode="after")
     def _legal(self) -> "FieldSpec":
@@ -291,11 +293,8 @@ COMPARE: dict[str, Compare] = {
 # ---------------------------------------------------------------- the scorer
 
 
-def _collapse(text: str) -> str:
-    return " ".join(text.split()).casefold()
-
-
-def _row(ctx: ScoreContext, name: str, spec: FieldSpec, exp: Any, got: Any, source: str, penalty: float) -> dict:
+def _row(ctx: ScoreContext, name: str, spec: FieldSpec, exp: Any, got: Any, source: list[str] | None,
+         penalty: float) -> dict:
     row = {
         "member": ctx.member_id,
         "field": name,
@@ -304,10 +303,11 @@ def _row(ctx: ScoreContext, name: str, spec: FieldSpec, exp: Any, got: Any, sour
         "expected": _jsonable(exp),
         "extracted": _jsonable(got),
     }
-    # The check needs a source to look in; with no text nothing can be verified, so nothing is flagged.
-    if spec.identifier and not is_missing(got) and source and _collapse(str(got)) not in source:
+    # The check needs a source to look in (`source` is its token keys); with no text nothing is flagged.
+    if spec.identifier and not is_missing(got) and source and not states_id(source, got):
         w = spec.weight * penalty
-        reason = f"value not found in the source text (weight {_num(spec.weight)} × penalty {_num(penalty)})"
+        reason = ("not a whole token or token run of the source, separators and case aside "
+                  f"(weight {_num(spec.weight)} × penalty {_num(penalty)})")
         return row | {"weight": w, "outcome": "hallucinated", "credit": 0.0, "reason": reason}
     if is_missing(exp) and is_missing(got):
         outcome, reason = "match", "both null"
@@ -326,7 +326,7 @@ def _note(row: dict) -> str | None:
     if o == "match":
         return None
     if o == "hallucinated":
-        return f"{f}: HALLUCINATED — {_show(g)} does not occur in the source"
+        return f"{f}: HALLUCINATED — {_show(g)} is not stated in the source"
     if o == "mismatch":
         return f"{f}: mismatch — expected {_show(e)}, got {_show(g)} ({row['reason']})"
     return f"{f}: {o} — expected {_show(e)}, got {_show(g)}"
@@ -336,11 +336,20 @@ def _describe_gate(blocking: bool, missing: list[str]) -> str:
     return f"{'blocking' if blocking else 'not blocking'} with missing [{', '.join(missing)}]"
 
 
+def truth_from_record(record: Any, options: Any) -> FieldsTruth:
+    """Another backend's record as the truth (``--reference``): its values, and the gate it passes or fails."""
+    opts = options if isinstance(options, FieldsOptions) else FieldsOptions.model_validate(options or {})
+    if not isinstance(record, dict):
+        raise ValueError(f"the record is not an object ({type(record).__name__})")
+    gate = run_gate(record, opts.gate)
+    return FieldsTruth(record=dict(record), expected_missing_fields=gate.missing_fields, expected_blocking=gate.blocking)
+
+
 def score(extraction: Any, truth: FieldsTruth, ctx: ScoreContext) -> ScoreResult:
     opts = ctx.options if isinstance(ctx.options, FieldsOptions) else FieldsOptions.model_validate(ctx.options or {})
     record = extraction if isinstance(extraction, dict) else None  # anything else is "produced nothing"
     got_of = record or {}
-    source = _collapse(ctx.source_text or "")
+    source = document_keys(ctx.source_text or "")
 
     rows = [
         _row(ctx, name, spec, truth.record.get(name), got_of.get(name), source, opts.hallucination_penalty)
@@ -397,7 +406,8 @@ METRICS = (
     Metric("mismatched", "fields with a value on both sides that differ under their kind's rule", _row),
     Metric("missing", "fields the truth fills and the extraction leaves null", _row),
     Metric("extra", "fields the truth leaves null and the extraction fills", _row),
-    Metric("hallucinated", "identifier fields whose extracted value does not occur in the source text", _row),
+    Metric("hallucinated", "identifier fields whose extracted value, separators and case aside, is not a whole "
+           "token or token run of the source text", _row),
     Metric("gate_agrees", "the gate's missing fields and blocking verdict on the extraction equal the truth's "
            "expected_missing_fields and expected_blocking", score),
     Metric("gate_blocking", "the gate blocks the extraction: a required field missing, or a sum_equals rule broken "
@@ -410,5 +420,6 @@ SCORER = Scorer(
     truth_model=FieldsTruth,
     options_model=FieldsOptions,
     expected_extraction=lambda t: dict(t.record),
+    truth_from_record=truth_from_record,
     metrics=METRICS,
 )

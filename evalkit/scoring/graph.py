@@ -468,5 +468,6 @@ SCORER = Scorer(
     options_model=GraphOptions,
     extraction_model=GraphExtraction,
     expected_extraction=expected_extraction,
+    truth_from_record=lambda record, options: GraphTruth.model_validate(record),
     metrics=METRICS,
 )

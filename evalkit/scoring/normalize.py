@@ -247,6 +247,42 @@ def normalize_id(value: object) -> str:
     return str(value).strip().casefold()
 
 
+# ---- the invention rule: is an identifier stated in the document at all?
+# A document token is a run of letters and digits joined by id separators (`ACC-47003`, `SE_12`, `v1.2`);
+# anything else (space, `/`, `:`, `*`, brackets, a trailing full stop) ends it. Keying a token or an id
+# drops its separators and folds case, so `SE0213`, `se-0213` and `SE 0213` all key to `se0213`.
+_TOKEN = re.compile(r"[^\W_]+(?:[-_.\u2010-\u2015][^\W_]+)*")
+
+
+def id_key(value: object) -> str:
+    """An identifier with case folded and every separator (anything not a letter or digit) dropped."""
+    return "".join(c for c in str(value).casefold() if c.isalnum())
+
+
+def document_keys(text: str) -> list[str]:
+    """The document's tokens, keyed, in order."""
+    return [id_key(m[0]) for m in _TOKEN.finditer(text)]
+
+
+def states_id(keys: list[str], value: object) -> bool:
+    """True when the id's key equals a whole document token or a run of consecutive tokens.
+
+    `ACC`, `ACC-4700` and `1` are not stated by a document whose only id is `ACC-47003`: a fragment of a
+    token is not a token. `SE0213` is stated by `SE-0213` (separators differ, the key is the same)."""
+    want = id_key(value)
+    if not want:
+        return False  # nothing but separators: no token can be it
+    for i in range(len(keys)):
+        run = ""
+        for k in keys[i:]:
+            run += k
+            if run == want:
+                return True
+            if not want.startswith(run):
+                break
+    return False
+
+
 # A trailing parenthetical that defines an alias: ("AIG"), (the "Company"),
 # (hereinafter "Licensee"). A quote must open the alias so `(USA)` is kept.
 _ALIAS = re.compile(r"\s*\(\s*(?:[A-Za-z,]+\s+)*[\"“”'‘’][^()]*\)[\s,;.]*$")

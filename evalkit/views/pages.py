@@ -25,6 +25,9 @@ def run_block(extraction: Mapping[str, Any]) -> None:
         "backend": backend.get("label"),
         "model": backend.get("model"),
         "parse": run.get("parse"),
+        # schema_invalid: where the record breaks the task's output schema (each row's `schema` column says how)
+        "schema violations": ", ".join(dict.fromkeys(v["path"] for v in run["schema_violations"]))
+        if run.get("schema_violations") else None,
         "input tokens": run.get("input_tokens"),
         "output tokens": run.get("output_tokens"),
         "usd": run.get("usd"),

@@ -12,57 +12,17 @@ from evalkit.scoring.tree import edge, edge_label, norm_key
 
 from .catalog import Catalog
 from .models import Area, Door, Dungeon, Options, Transition, XArea, XDungeon, XEncounter
+from .statblock import usable_stat_block
 
 # ==================================================== shared predicates
 
-_AC = re.compile(r"\b(?:AC|armou?r\s+class)\s*[:=]?\s*(-?\d+)", re.I)
-_HD = re.compile(r"\b(?:HD|hit\s+dice)\s*[:=]?\s*(\d+|½|¼|1/2|1/4)", re.I)
-_HD_VALUE = re.compile(r"^\s*(\d+|½|¼|1/2|1/4)")
-_CLASS_LEVEL = re.compile(
-    r"\b(?:(?:MU|F|C|T|E|D|H)\s*-?\s*[1-9]\d*"
-    r"|(?:fighter|cleric|thief|magic[- ]?user|elf|dwarf|halfling)\s*(?:level\s*)?[1-9]\d*"
-    r"|[1-9]\d*(?:st|nd|rd|th)?[- ]level\s+(?:fighter|cleric|thief|magic[- ]?user|elf|dwarf|halfling))\b",
-    re.I,
-)
 
-
-def _first(block: dict[str, Any], *names: str) -> Any:
-    lower = {str(k).lower().replace(" ", "_"): v for k, v in block.items()}
-    for n in names:
-        if lower.get(n) not in (None, ""):
-            return lower[n]
-    return None
-
-
-def usable_stat_block(block: dict[str, Any] | str | None) -> bool:
-    """THE definition of a usable stat block: an armour class plus a hit-dice line or a class-level notation.
-
-    A mapping is read by its `ac` (or `armor_class`) and `hd` (or `hit_dice`) /
-    `class_level` entries; a string by its printed ``AC 14`` and ``HD 2`` (or
-    ``F3``, ``MU 4``, ``fighter 2``, ``3rd-level cleric``) notations. Without
-    both halves there is no combat math to run the creature with.
-    """
-    if isinstance(block, str):
-        return bool(_AC.search(block)) and bool(_HD.search(block) or _CLASS_LEVEL.search(block))
-    if not isinstance(block, dict):
-        return False
-    ac = _first(block, "ac", "armor_class", "armour_class")
-    if ac is None or isinstance(ac, bool) or not re.search(r"-?\d+", str(ac)):
-        return False
-    hd = _first(block, "hd", "hit_dice")
-    if hd is not None and not isinstance(hd, bool) and _HD_VALUE.match(str(hd)):
-        return True
-    cl = _first(block, "class_level", "class")
-    return cl is not None and bool(_CLASS_LEVEL.search(str(cl)))
-
-
-def is_bespoke_emission(enc: XEncounter, require_stat_block: bool = False) -> tuple[bool, str]:
+def is_bespoke_emission(enc: XEncounter, require_stat_block: bool = True) -> tuple[bool, str]:
     """Does an extracted encounter emit a bespoke creature? (custom-emission accuracy's match signal)
 
     It must say `custom: true`, name no template, and carry a usable stat block
-    (`usable_stat_block`). An encounter that transcribes no stat block at all
-    is the truth file's own shape and is taken at its word unless the task sets
-    `custom_requires_stat_block`.
+    (`usable_stat_block`): the source rule, and the default. Only a task that sets
+    `custom_requires_stat_block: false` takes a `custom: true` with no stat block at its word.
     """
     if enc.custom is not True:
         return False, "not marked custom"
@@ -70,8 +30,8 @@ def is_bespoke_emission(enc: XEncounter, require_stat_block: bool = False) -> tu
         return False, f"resolved to template {enc.template!r} instead of bespoke"
     if enc.stat_block is None:
         if require_stat_block:
-            return False, "no stat block transcribed"
-        return True, "custom, no stat block transcribed (accepted: the truth's own shape)"
+            return False, "custom: true with no stat block (a bespoke creature needs a usable one)"
+        return True, "custom, no stat block transcribed (accepted: custom_requires_stat_block is false)"
     if usable_stat_block(enc.stat_block):
         return True, "custom with a usable stat block"
     return False, "stat block is not usable (needs an AC plus HD or a class level)"

@@ -10,6 +10,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 from evalkit.scoring.text import fold, normalize
 from evalkit.scoring.tree import norm_key
 
+from .statblock import usable_stat_block
+
 # ============================================================== truth model
 
 
@@ -27,6 +29,14 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
+class StatBlock(_Strict):
+    """A bespoke creature's printed combat line, in the output schema's shape: AC plus HD or a class level."""
+
+    ac: int | str
+    hd: str | None = None
+    class_level: str | None = None
+
+
 class Encounter(_Strict):
     """One printed creature group: singular stat-block name, a catalog template or `custom: true`, a fixed count."""
 
@@ -34,6 +44,8 @@ class Encounter(_Strict):
     template: str | None = None
     custom: bool | None = None
     count: int | None = Field(default=None, ge=1)  # omitted when the module states none or a variable one
+    stat_block: StatBlock | None = None  # a custom creature's printed block ({ac: 15, hd: "4*"}): what a perfect
+    # extraction transcribes, so the truth scores itself under the default custom rule
 
     @model_validator(mode="after")
     def _custom_only_without_template(self) -> "Encounter":
@@ -42,6 +54,11 @@ class Encounter(_Strict):
                 f"{self.name!r}: `custom: true` is legal only with `template` omitted "
                 "(custom asserts a bespoke creature with its own usable stat block)"
             )
+        if self.stat_block is not None and not self.custom:
+            raise ValueError(f"{self.name!r}: `stat_block` is legal only with `custom: true`")
+        if self.stat_block is not None and not usable_stat_block(self.stat_block.model_dump(exclude_none=True)):
+            raise ValueError(f"{self.name!r}: stat_block {self.stat_block.model_dump(exclude_none=True)} is not usable "
+                             "(needs an AC plus HD or a class level)")
         return self
 
 
@@ -235,9 +252,9 @@ class AdventureExtraction(_Lenient):
 
 class Options(_Strict):
     catalog: str = "creatures.yaml"  # the creature catalog, beside task.yaml
-    # When true, a bespoke creature counts only with a transcribed usable stat block;
-    # by default an extraction that transcribes none is taken at its `custom: true` word.
-    custom_requires_stat_block: bool = False
+    # A bespoke creature counts only with a transcribed usable stat block (the source rule); false takes
+    # an extraction that transcribes none at its `custom: true` word.
+    custom_requires_stat_block: bool = True
 
 
 class ScopeSite(_Strict):

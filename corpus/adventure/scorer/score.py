@@ -501,5 +501,6 @@ SCORER = Scorer(
     options_model=Options,
     extraction_model=AdventureExtraction,
     expected_extraction=expected_extraction,
+    truth_from_record=lambda record, options: AdventureTruth.model_validate(record),
     metrics=METRICS,
 )

@@ -1,0 +1,63 @@
+"""The command group. An `EvalkitError` ends a command with one line and its exit code; SIGINT and
+SIGTERM (`evalkit.interrupt`) with one line saying what finished and how to finish the rest, and
+the exit code 128 + the signal number (130, 143)."""
+
+from __future__ import annotations
+
+import shlex
+import signal
+import sys
+import threading
+
+import click
+
+from .. import __version__
+from ..errors import EvalkitError
+
+# Commands whose run folder a re-run completes (a check or band sweep starts over).
+RESUMABLE = ("run", "score", "compare", "sweep")
+
+
+def fail(err: EvalkitError) -> None:
+    click.echo(f"evalkit: {err}", err=True)
+    sys.exit(err.exit_code)
+
+
+def _stopped(err: KeyboardInterrupt, args: list[str]) -> None:
+    from ..interrupt import Interrupted, received
+
+    sig = err.signum if isinstance(err, Interrupted) else received()
+    done = err.done if isinstance(err, Interrupted) else ""
+    click.echo(f"evalkit: stopped by {signal.Signals(sig).name}" + (f": {done}" if done else ""), err=True)
+    command = next((a for a in args if a in main.commands), None)
+    run_dir = getattr(err, "run_dir", None)
+    if run_dir is not None and command in RESUMABLE:
+        again = [a for a in args if not (command == "sweep" and a == "--force")]  # --force would redo the finished
+        if command != "compare" and not any(a == "--out" or a.startswith("--out=") for a in again):
+            again += ["--out", str(run_dir)]
+        click.echo(f"evalkit: to finish the rest: {shlex.join(['evalkit', *again])}", err=True)
+    sys.exit(128 + sig)
+
+
+class _Group(click.Group):
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["evalkit.args"] = list(args)  # for the resume line of an interrupted run
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except EvalkitError as e:
+            fail(e)
+        except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: the run has stopped its workers already
+            _stopped(e, ctx.meta.get("evalkit.args", []))
+
+
+@click.group(cls=_Group)
+@click.version_option(__version__, prog_name="evalkit")
+def main() -> None:
+    """Measure how well an LLM extracts structured data from documents."""
+    if threading.current_thread() is threading.main_thread():
+        from ..interrupt import handle_signals
+
+        handle_signals()

@@ -1,0 +1,43 @@
+"""`evalkit validate`, `metrics`: what a corpus holds."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..corpus import DEFAULT_CORPUS, sources_dir
+from ..errors import EXIT_INVALID, EXIT_OK
+from .app import main
+from .options import CORPUS, SOURCES
+
+
+@main.command("validate")
+@CORPUS
+@SOURCES
+def validate_cmd(corpus, sources):
+    """Lint a whole corpus and report every problem at once (exit 3 if any)."""
+    from ..validate import validate_corpus
+
+    corpus = corpus or DEFAULT_CORPUS
+    problems = validate_corpus(corpus, sources_dir(sources))
+    for p in problems:
+        click.echo(p, err=True)
+    if problems:
+        click.echo(f"{len(problems)} problem(s) in {corpus}", err=True)
+        sys.exit(EXIT_INVALID)
+    click.echo(f"{corpus}: ok")
+    sys.exit(EXIT_OK)
+
+
+@main.command("metrics")
+@click.argument("tasks", nargs=-1)
+@CORPUS
+@click.option("--markdown", is_flag=True, help="Print docs/metrics.md (every task) instead of the table.")
+def metrics_cmd(tasks, corpus, markdown):
+    """Print the metrics TASK's scorer declares: name, definition, file:function (default: every task)."""
+    from .. import metrics
+    from ..corpus import load_tasks
+
+    loaded = load_tasks(corpus or DEFAULT_CORPUS, list(tasks) or None)
+    click.echo(metrics.markdown(loaded) if markdown else "\n".join(metrics.text(t) for t in loaded), nl=False)

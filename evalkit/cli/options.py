@@ -1,0 +1,115 @@
+"""Options several commands share, and `run_options`: parsed values → the one `RunOptions`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+
+class _Spec(click.ParamType):
+    """``--backend NAME=SPEC`` (with `label`: a bare SPEC, as ``--judge``), parsed here, once, into a `BackendSpec`.
+    A NAME that is not a label is an `Escape` (exit 3), raised through to the CLI group like any `EvalkitError`."""
+
+    name = "spec"
+
+    def __init__(self, label: str | None = None):
+        self.label = label
+
+    def convert(self, value, param, ctx):
+        from ..backends import BackendSpec
+
+        return value if isinstance(value, BackendSpec) else BackendSpec.parse(value, self.label)
+
+
+BACKEND = _Spec()  # the type of every --backend option (run, compare, sweep, band, check)
+JUDGE = _Spec("judge")  # --judge SPEC
+
+
+def apply(*options):
+    """Decorate with several options, in the order given (as --help lists them)."""
+    def deco(f):
+        for opt in reversed(options):
+            f = opt(f)
+        return f
+    return deco
+
+
+CORPUS = click.option("--corpus", type=click.Path(path_type=Path), default=None,
+                      help="Corpus folder (default: the bundled corpus/). Its scoreboard.json and band.json live in it.")
+SOURCES = click.option("--sources", type=click.Path(path_type=Path), default=None,
+                       help="Folder holding pointer members' sources (default: $EVALKIT_SOURCES).")
+TASKS = click.option("--task", "tasks", multiple=True, help="Task id (repeatable; default: every task).")
+ONLY = click.option("--only", multiple=True, help="Only this member (id or TASK/MEMBER; repeatable).")
+BOARD = click.option("--board", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                     help="Scoreboard file (default: <corpus>/scoreboard.json).")
+THRESHOLD = click.option("--threshold", type=click.FloatRange(0, 1), default=None, help="Override the pass threshold.")
+MAX_CONCURRENCY = click.option("--max-concurrency", type=click.IntRange(1), default=8, help="Concurrent backend calls.")
+ALLOW_UNPRICED = click.option(
+    "--allow-unpriced", is_flag=True,
+    help="Let a model with no price run under --max-usd or --dry-run (its calls count $0 and are not capped); "
+         "without it such a run stops before any call (exit 2).")
+
+# `evalkit run` and `evalkit score`
+RUN_OPTIONS = apply(
+    CORPUS, SOURCES, TASKS, ONLY,
+    click.option("--out", type=click.Path(path_type=Path), default=None,
+                 help="Run folder (default: runs/<time>-<backends>)."),
+    THRESHOLD,
+    click.option("--workers", type=click.IntRange(1), default=None, help="Notebook processes (default: cores)."),
+    MAX_CONCURRENCY,
+    click.option("--html/--no-html", default=True, help="Render the HTML report."),
+    click.option("--update-scoreboard", "update_board", is_flag=True,
+                 help="Write the scored entries to the corpus's scoreboard.json."),
+    BOARD,
+)
+
+# `evalkit sweep`, `band`, `check`: every member in a worker process of its own
+SWEEP_OPTIONS = apply(
+    CORPUS, SOURCES, TASKS, ONLY, THRESHOLD,
+    click.option("--workers", type=click.IntRange(1), default=None, help="Member worker processes (default: cores)."),
+    click.option("--max-concurrency", type=click.IntRange(1), default=8, help="Concurrent backend calls per member."),
+    click.option("--notebooks/--no-notebooks", default=True,
+                 help="Run the extract/score notebooks (default), or only extraction + scoring (fast, no .ipynb)."),
+    click.option("--html/--no-html", default=False, help="Render each member's HTML (default: no)."),
+)
+
+JUDGE_OPTIONS = apply(
+    click.option("--reference", default=None, metavar="LABEL",
+                 help="Score every other backend against LABEL's extractions instead of the truth (for a corpus "
+                      "without truth): the figures are similarities to LABEL, not accuracies, and never reach the "
+                      "scoreboard. Judged too, with --judge."),
+    click.option("--judge", default=None, type=JUDGE, metavar="SPEC",
+                 help="Judge backend (any backend spec: anthropic[:model=M] for the hosted default, openai:url=U, "
+                      "python:M:F, cassette:path=P): judged metrics, and pairwise judging with --judge-mode."),
+    click.option("--judge-mode", type=click.Choice(["reference", "pairwise", "both"]), default=None,
+                 help="reference (default): judge the strict pass's leftovers against the truth; pairwise: blind "
+                      "A/B comparison of every pair of backends; both."),
+    click.option("--judge-cache", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                 help="The judge's cassette (default: judge-cache.jsonl beside the run folder): re-runs reuse it."),
+    click.option("--ontology", type=click.Path(path_type=Path, dir_okay=False), default=None,
+                 help="Ontology YAML (entity_types, relation_types): its vocabulary is added to the prompt."),
+    click.option("--ontology-mode", type=click.Choice(["open", "strict"]), default=None,
+                 help="open: preferred labels; strict: only these labels, plus vocabulary_compliance "
+                      "(default: the file's mode:, else strict). Needs --ontology."),
+)
+
+
+def run_options(*, corpus: Path | None, sources: Path | None, tasks=(), only=(), backends=(), workers=None,
+                update_board: bool = False, board: Path | None = None, **given: Any):
+    """The `RunOptions` of a command's parsed values: defaults filled in, empty selections as None, the
+    scoreboard to write (``--update-scoreboard [--board]``), and the history that every command's run appends to."""
+    from ..corpus import DEFAULT_CORPUS, sources_dir
+    from ..runner import RunOptions
+    from ..scoreboard import board_path
+
+    corpus = Path(corpus or DEFAULT_CORPUS)
+    if "record" in given:
+        given["record"] = list(given["record"])
+    opts = RunOptions(corpus=corpus, sources=sources_dir(sources), tasks=list(tasks) or None, only=list(only) or None,
+                      backends=list(backends), board=(board or board_path(corpus)) if update_board else None,
+                      history=True, **given)
+    if workers:
+        opts.workers = workers
+    return opts

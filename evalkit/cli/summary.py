@@ -1,0 +1,159 @@
+"""The one printer of outcomes, for a run (`runner.RunResult`) and a sweep (`sweep.SweepResult`) alike:
+a line per member × backend (its score and verdict, or its status and why), then per task and backend
+one line of counts and means — means over scored members only, errors counted beside, never pooled
+across backends — then where the results are and what was recorded.
+
+A run prints each member's line the moment it is scored (`printer`: ``[n/N] task/member … 85.0% PASS``,
+flushed, above any progress bar, piped to a file too); its summary then lists the skipped members with
+the reason (it names the fix) and one line per backend from summary.json (`evalkit.summary.backend_line`:
+the headline's mean with its CI)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Callable
+
+import sys
+
+import click
+
+from ..runfolder import INDEX
+from ..status import ERROR, REFUSED, SCORED, SKIPPED
+
+
+def pct(x: float | None) -> str:
+    return "   n/a" if x is None else f"{100 * x:5.1f}%"
+
+
+def _outcome_lines(name: str, o: Any, tag: str = "") -> list[str]:
+    if o.status == SCORED:
+        verdict = {True: " PASS", False: " FAIL", None: ""}[o.passed]
+        return [f"{name} … {pct(o.score)}{verdict}{tag}", *(f"      ↳ {note}" for note in o.notes)]
+    return [f"{name} … {o.status.upper()}", f"      ↳ {o.why}"]
+
+
+def verdict_line(o: Any, n: int, total: int, multi: bool) -> str:
+    """One member × backend as soon as it is scored: ``[n/total] task/member [backend] … 85.0% PASS`` and its
+    ↳ lines."""
+    name = f"[{n}/{total}] {o.task}/{o.member}" + (f" [{o.backend}]" if multi else "")
+    return "\n".join(_outcome_lines(name, o))
+
+
+def printer(backends: int, echo: Callable[[str], Any] = click.echo) -> Callable[[Any, int, int], None]:
+    """`runner.run`'s on_outcome: each verdict line printed (click.echo flushes) as soon as it exists, above
+    any progress bar."""
+    from tqdm import tqdm
+
+    def show(o: Any, n: int, total: int) -> None:
+        with tqdm.external_write_mode(file=sys.stdout):
+            echo(verdict_line(o, n, total, backends > 1))
+    return show
+
+
+def members_line(outs: list[Any]) -> str:
+    """``Members: 9/12 passed · 1 error · mean field accuracy … · mean score … (over 11 scored) · 2 skipped``:
+    members attempted are scored or errored; means are over the scored ones only."""
+    scored = [o for o in outs if o.status == SCORED]
+    errors = sum(o.status == ERROR for o in outs)
+    line = f"Members: {sum(o.passed is True for o in scored)}/{len(scored) + errors} passed"
+    if errors:
+        line += f" · {errors} error{'s' if errors > 1 else ''}"
+    accs = [o.metrics.get("field_accuracy") for o in scored if o.metrics.get("field_accuracy") is not None]
+    if accs:
+        line += f" · mean field accuracy {pct(sum(accs) / len(accs)).strip()}"
+    scores = [o.score for o in scored if o.score is not None]
+    if scores:
+        line += f" · mean score {pct(sum(scores) / len(scores)).strip()}" + (f" (over {len(scores)} scored)"
+                                                                               if errors else "")
+    for status in (SKIPPED, REFUSED):
+        n = sum(o.status == status for o in outs)
+        if n:
+            line += f" · {n} {status}"
+    return line
+
+
+def print_summary(result: Any, echo: Callable[[str], Any] = click.echo) -> None:
+    """Print `result` (a run's or a sweep's); see the module docstring."""
+    sweep = hasattr(result, "members")
+    outcomes = result.outcomes
+    multi = len({o.backend for o in outcomes}) > 1
+    if getattr(result, "reference", None):
+        echo(f"Reference mode: every figure is a similarity to {result.reference}'s extractions, not an accuracy")
+    by_task: dict[str, list[Any]] = defaultdict(list)
+    for o in outcomes:
+        by_task[o.task].append(o)
+    if sweep:  # one flat list, TASK/MEMBER, in key order; crashed members have no outcome
+        for m in result.members:
+            if m.status == "failed":
+                echo(f"  {m.key} … FAILED")
+                echo(f"      ↳ {m.message}")
+            tag = " (current, skipped)" if m.status == "current" else ""
+            for o in m.outcomes:
+                for line in _outcome_lines(f"  {m.key}" + (f" [{o.backend}]" if multi else ""), o, tag):
+                    echo(line)
+    tasks = (getattr(result, "summary", None) or {}).get("tasks")
+    if not sweep and tasks is not None:  # the verdict lines went out as each member was scored
+        _run_summary(result, tasks, echo)
+        by_task = {}
+    for task, outs in by_task.items():
+        if not sweep:
+            echo(task)
+            for o in outs:
+                for line in _outcome_lines(f"  {o.member}" + (f" [{o.backend}]" if multi else ""), o):
+                    echo(line)
+        backends = sorted({o.backend for o in outs})
+        for label in backends:
+            which = f"{task} [{label}] " if sweep and multi else f"{task} " if sweep else f"[{label}] " if multi else ""
+            echo(f"  {which}{members_line([o for o in outs if o.backend == label])}")
+    if sweep:
+        ran = sum(m.status == "ran" for m in result.members)
+        current = sum(m.status == "current" for m in result.members)
+        count = {s: sum(o.status == s for o in outcomes) for s in (SCORED, ERROR, SKIPPED)}
+        echo(f"Sweep: {len(result.members)} member(s): {ran} run, {current} current (skipped), "
+             f"{count[SCORED]} scored, {count[ERROR]} error(s), {count[SKIPPED]} skipped (source missing), "
+             f"{len(result.failures)} failure(s)")
+        if result.failures:
+            echo("Failures:")
+            for line in result.failures:
+                echo(f"  {line}")
+        echo(f"Sweep folder: {result.run_dir}")
+    else:
+        index = result.run_dir / INDEX
+        echo(f"Report: {index if index.exists() else result.run_dir}")
+        if result.reused:
+            echo(f"Resumed: {result.reused} extraction(s) reused from the unfinished run in {result.run_dir}")
+    print_recorded(getattr(result, "recorded", None), echo)
+
+
+def _run_summary(result: Any, tasks: dict[str, Any], echo: Callable[[str], Any]) -> None:
+    """Per task: the skipped (or refused) members with why, then one line per backend (summary.json)."""
+    from ..summary import backend_line
+
+    skipped: dict[str, dict[str, Any]] = {}
+    for o in result.outcomes:
+        if o.status not in (SCORED, ERROR):
+            skipped.setdefault(o.task, {}).setdefault(o.member, o)
+    for task in sorted(set(tasks) | set(skipped)):
+        echo(task)
+        for member, o in skipped.get(task, {}).items():
+            echo(f"  {member} … {o.status.upper()}")
+            echo(f"      ↳ {o.why}")
+        t = tasks.get(task) or {}
+        for entry in t.get("backends") or []:
+            if entry["members"] or not entry["skipped"]:
+                echo("  " + backend_line(entry, t["headline"]))
+
+
+def print_recorded(recorded: Any, echo: Callable[[str], Any] = click.echo) -> None:
+    """What a run or sweep wrote beyond its folder (`runner.Recorded`)."""
+    if recorded is None:
+        return
+    if recorded.history_error:
+        click.echo(f"evalkit: history not updated: {recorded.history_error}", err=True)
+    if recorded.board_error is not None:
+        from .app import fail
+
+        fail(recorded.board_error)  # after the summary: the run's results stand, the board is not written
+    if recorded.board is not None:
+        n = recorded.entries
+        echo(f"Scoreboard: {n} entr{'y' if n == 1 else 'ies'} written to {recorded.board}")
