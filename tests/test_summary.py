@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from corpus_factory import add_member, cli, make_corpus, specs, write_yaml
 from evalkit import runfolder
@@ -73,10 +74,8 @@ def mixed_run(tmp_path):
     corpus = make_corpus(tmp_path, members=3)
     (tmp_path / "pipe.py").write_text(PIPE)
     pointer = add_member(corpus / "memos", "away", "unused", {"account_id": "ACC-9", "rate": 0.1})
-    write_yaml(pointer / "manifest.yaml", {
-        "title": "away", "source": {"pointer": "memos/away.md"}, "sha256": "0" * 64,
-        "license": {"spdx": "CC0-1.0", "verified": "test"},
-        "truth_provenance": {"authored": "2026-11-30", "instrument": "test", "verified": "test"}})
+    manifest = yaml.safe_load((pointer / "manifest.yaml").read_text())
+    write_yaml(pointer / "manifest.yaml", {**manifest, "source": {"pointer": "memos/away.md"}, "sha256": "0" * 64})
     (pointer / "doc.md").unlink()
     return tmp_path, corpus, specs("fake", f"py=python:{tmp_path / 'pipe.py'}:extract")
 

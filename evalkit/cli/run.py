@@ -146,7 +146,7 @@ def report_cmd(run_dir, byom, board, out):
 @main.command("diff")
 @click.argument("run_a", type=click.Path(path_type=Path, file_okay=False))
 @click.argument("run_b", type=click.Path(path_type=Path, file_okay=False))
-@click.option("--html/--no-html", default=True, help="Also write RUN_B/diff.ipynb and its HTML page.")
+@click.option("--html/--no-html", default=True, help="Also write the diff notebook and its HTML page into RUN_B.")
 @click.option("--workers", type=click.IntRange(1), default=None, help="Notebook processes (default: cores).")
 def diff_cmd(run_a, run_b, html, workers):
     """What changed from RUN_A to RUN_B: per-metric deltas with paired CIs, verdict flips, every item whose
