@@ -37,7 +37,8 @@ def _run(opts) -> int:
 
     start, bars = _progress()
     try:
-        result = run(opts, progress=start, on_outcome=printer(len(opts.backends)))
+        scored = [b for b in opts.backends if b.label != opts.reference]  # the reference is the truth, not a result
+        result = run(opts, progress=start, on_outcome=printer(len(scored)))
     finally:
         for bar in bars:
             bar.close()
