@@ -31,6 +31,7 @@ rounded to 6 places.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass
@@ -44,11 +45,12 @@ from .errors import EXIT_INVALID, CorpusError, EvalkitError, UsageError
 from .jsonio import read_json, write_text
 from .runfolder import scan
 from .scoreboard import numeric_metrics, write_json
+from .corpus import HELDOUT, TUNED, group_of
 from .stats import CONFIDENCE, RESAMPLES, SEED, mean, mean_ci, sub_seed
 
 __all__ = ["FLOOR", "HIGHER_IS_BETTER", "direction", "is_gated", "BAND_NAME", "SCHEMA_VERSION", "BandError",
            "band_path", "collect", "compute_band", "write_band", "load_band", "render_markdown", "update_readme",
-           "README_START", "README_END", "Measured", "measure"]
+           "README_START", "README_END", "Measured", "measure", "check_repeats"]
 
 BAND_NAME = "band.json"
 SCHEMA_VERSION = 1
@@ -114,45 +116,96 @@ def _one_label(data: Mapping[str, Mapping[str, Any]], root: Path, label: str | N
     return labels[0]
 
 
+def _profile(root: Path, label: str, tasks: Iterable[str] | None) -> dict[str, Any]:
+    """What makes a sweep a repeat of one baseline: the tasks and members it attempted (scored or not), the
+    sampling settings its calls were sent (run blocks) and the model that answered."""
+    want = set(tasks) if tasks else None
+    found = [s for s in scan(root, status=None, unscored=True)
+             if s.backend == label and (want is None or s.task in want)]
+    return {
+        "task set": sorted({s.task for s in found}),
+        "member set": sorted({f"{s.task}/{s.member}" for s in found}),
+        "settings": sorted({json.dumps((s.data.get("run") or {}).get("settings") or {}, sort_keys=True)
+                            for s in found}),
+        "model": sorted({str((s.data.get("backend") or {}).get("model") or "") for s in found}),
+    }
+
+
+def _diff(a: list[str], b: list[str]) -> str:
+    only_a, only_b = [x for x in a if x not in b], [x for x in b if x not in a]
+    show = lambda xs: ", ".join(xs[:4]) + (f" … ({len(xs)})" if len(xs) > 4 else "")  # noqa: E731
+    return "; ".join(part for part in (f"only in the first: {show(only_a)}" if only_a else "",
+                                       f"only in the other: {show(only_b)}" if only_b else "") if part)
+
+
+def check_repeats(roots: Sequence[Path], labels: Sequence[str], tasks: Iterable[str] | None = None) -> None:
+    """Refuse sweeps that are not repeats of one baseline — another task set, member set, settings or model
+    (a real sweep beside an empty-predictions one measures no noise): `UsageError` naming what differs."""
+    profiles = [_profile(r, lab, tasks) for r, lab in zip(roots, labels)]
+    for root, prof in zip(roots[1:], profiles[1:]):
+        differ = [f"{what}: {_diff(profiles[0][what], prof[what])}" for what in prof if prof[what] != profiles[0][what]]
+        if differ:
+            raise UsageError(f"band: {roots[0]} and {root} are not repeats of one baseline — "
+                             + " · ".join(differ) + ". A band compares sweeps of the same tasks, members, settings "
+                             "and model; measure it from such sweeps")
+
+
+def _metrics_block(task: str, per_sweep: list[dict[str, Any]], members: list[str], floor: float, seed: int,
+                   resamples: int, confidence: float, group: str = TUNED) -> dict[str, Any]:
+    """Band, spread, sweep means and bootstrap CI of every metric over `members` (one group of the task)."""
+    block: dict[str, Any] = {}
+    metrics = sorted({k for p in per_sweep for m in members for k in p[m]})
+    for metric in metrics:
+        means = [mean(p[m].get(metric) for m in members) for p in per_sweep]
+        known = [x for x in means if x is not None]
+        if not known:
+            continue
+        spread = max(known) - min(known)
+        member_means = [x for m in members if (x := mean(p[m].get(metric) for p in per_sweep)) is not None]
+        stream = sub_seed(seed, task, metric, *(() if group == TUNED else (group,)))
+        ci = mean_ci(member_means, stream, resamples, confidence)
+        block[metric] = {
+            "band": _r(max(spread, floor)),
+            "spread": _r(spread),
+            "sweep_means": [_r(x) for x in means],
+            "mean": _r(mean(member_means)),
+            "ci": None if ci is None else [_r(ci[0]), _r(ci[1])],
+            "n": len(member_means),
+            "gated": is_gated(metric),
+        }
+    return block
+
+
 def compute_band(sweeps: Sequence[str | Path], *, tasks: Iterable[str] | None = None, label: str | None = None,
                  floor: float = FLOOR, seed: int = SEED, resamples: int = RESAMPLES, confidence: float = CONFIDENCE,
-                 band_dir: str | Path = ".") -> dict[str, Any]:
-    """The band.json content for N ≥ 2 sweep folders (see module docstring)."""
+                 band_dir: str | Path = ".", heldout: Iterable[str] = ()) -> dict[str, Any]:
+    """The band.json content for N ≥ 2 sweep folders (see module docstring); `heldout`: the ``task/member``
+    keys of held-out members, whose figures are their own block (``heldout``) beside the tuned ones."""
     if len(sweeps) < 2:
         raise UsageError(f"a band needs at least 2 sweeps, got {len(sweeps)}")
     roots = [Path(s) for s in sweeps]
-    data, infos = [], []
+    data, infos, labels = [], [], []
     for root in roots:
         d = collect(root, tasks)
         lab = _one_label(d, root, label)
+        labels.append(lab)
         data.append({t: per[lab] for t, per in d.items() if lab in per})
         infos.append(_sweep_info(root, lab, Path(band_dir)))
+    check_repeats(roots, labels, tasks)
+    heldout = frozenset(heldout)
     out_tasks: dict[str, Any] = {}
     for task in sorted(set().union(*(d.keys() for d in data))):
         per_sweep = [d.get(task, {}) for d in data]
         common = sorted(set.intersection(*(set(p) for p in per_sweep)))
         if not common:
             continue
-        metrics = sorted({k for p in per_sweep for m in common for k in p[m]})
-        block: dict[str, Any] = {}
-        for metric in metrics:
-            means = [mean(p[m].get(metric) for m in common) for p in per_sweep]
-            known = [x for x in means if x is not None]
-            if not known:
-                continue
-            spread = max(known) - min(known)
-            member_means = [x for m in common if (x := mean(p[m].get(metric) for p in per_sweep)) is not None]
-            ci = mean_ci(member_means, sub_seed(seed, task, metric), resamples, confidence)
-            block[metric] = {
-                "band": _r(max(spread, floor)),
-                "spread": _r(spread),
-                "sweep_means": [_r(x) for x in means],
-                "mean": _r(mean(member_means)),
-                "ci": None if ci is None else [_r(ci[0]), _r(ci[1])],
-                "n": len(member_means),
-                "gated": is_gated(metric),
-            }
-        out_tasks[task] = {"members": len(common), "metrics": block}
+        tuned = [m for m in common if group_of(f"{task}/{m}", heldout) == TUNED]
+        held = [m for m in common if group_of(f"{task}/{m}", heldout) == HELDOUT]
+        out_tasks[task] = {"members": len(tuned), "metrics": _metrics_block(task, per_sweep, tuned, floor, seed,
+                                                                            resamples, confidence)}
+        if held:  # the held-out members' own figures, from their own resampling stream
+            out_tasks[task]["heldout"] = {"members": len(held), "metrics": _metrics_block(
+                task, per_sweep, held, floor, seed, resamples, confidence, HELDOUT)}
     if not out_tasks:
         raise BandError("the sweeps share no scored member: nothing to measure a band from")
     return {
@@ -204,16 +257,17 @@ def render_markdown(band: Mapping[str, Any], *, gated_only: bool = True) -> str:
         "| --- | --- | ---: | ---: | --- | --- | ---: |",
     ]
     for task in sorted(band.get("tasks", {})):
-        block = band["tasks"][task]
-        for metric in sorted(block.get("metrics", {})):
-            m = block["metrics"][metric]
-            if gated_only and not m.get("gated"):
-                continue
-            ci = m.get("ci")
-            ci_s = f"{_f(m.get('mean'))} ({_f(ci[0])}–{_f(ci[1])})" if ci else _f(m.get("mean"))
-            means = " / ".join(_f(x) for x in m.get("sweep_means", []))
-            lines.append(f"| `{task}` | `{metric}` | {_f(m.get('band'))} | {_f(m.get('spread'))} | {means} | {ci_s} "
-                         f"| {m.get('n', block.get('members'))} |")
+        tuned = band["tasks"][task]
+        for name, block in ((f"`{task}`", tuned), (f"`{task}` (held-out)", tuned.get("heldout") or {})):
+            for metric in sorted(block.get("metrics", {})):
+                m = block["metrics"][metric]
+                if gated_only and not m.get("gated"):
+                    continue
+                ci = m.get("ci")
+                ci_s = f"{_f(m.get('mean'))} ({_f(ci[0])}–{_f(ci[1])})" if ci else _f(m.get("mean"))
+                means = " / ".join(_f(x) for x in m.get("sweep_means", []))
+                lines.append(f"| {name} | `{metric}` | {_f(m.get('band'))} | {_f(m.get('spread'))} | {means} | {ci_s} "
+                             f"| {m.get('n', block.get('members'))} |")
     return "\n".join(lines) + "\n"
 
 
@@ -268,6 +322,7 @@ def measure(opts: Any, *, specs: Sequence[Any] = (), from_runs: Sequence[Path] =
     from dataclasses import replace
 
     from .backends import labels_slug
+    from .corpus import heldout_keys
     from .sweep import sweep
 
     if bool(specs) == bool(from_runs):
@@ -291,7 +346,7 @@ def measure(opts: Any, *, specs: Sequence[Any] = (), from_runs: Sequence[Path] =
             raise SweepFailed(max(failed))
     path = Path(out or band_path(opts.corpus))
     band = compute_band(roots, tasks=opts.tasks, label=label, seed=seed, resamples=resamples, confidence=confidence,
-                        band_dir=path.parent)
+                        band_dir=path.parent, heldout=heldout_keys(opts.corpus, opts.tasks))
     write_band(path, band)
     md = render_markdown(band)
     if readme:

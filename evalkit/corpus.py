@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from .errors import CorpusError, InvalidCorpus
+from .errors import CorpusError, EvalkitError, InvalidCorpus
 from .models import Manifest, TaskSpec
 from .outschema import schema_problem
 from .paths import check_name, inside
@@ -92,6 +92,29 @@ class Task:
             known = ", ".join(p.name for p in self.member_dirs())
             raise CorpusError(f"task {self.id!r} has no member {member_id!r} (members: {known})")
         return load_member(self, d)
+
+
+def heldout_keys(corpus: str | Path, tasks: list[str] | None = None) -> set[str]:
+    """``task/member`` of every member whose manifest says ``heldout: true``: scored like the rest, reported
+    (means, band, check) apart from the tuned members. A member that does not load is left out here (the
+    command that needs it says why)."""
+    out = set()
+    for task in load_tasks(Path(corpus), tasks):
+        for d in task.member_dirs():
+            try:
+                if load_member(task, d).manifest.heldout:
+                    out.add(f"{task.id}/{d.name}")
+            except EvalkitError:
+                continue
+    return out
+
+
+TUNED, HELDOUT = "tuned", "held-out"
+
+
+def group_of(key: str, heldout: set[str] | frozenset[str]) -> str:
+    """Which figures a member's result counts in: the held-out ones or the tuned ones."""
+    return HELDOUT if key in heldout else TUNED
 
 
 @dataclass

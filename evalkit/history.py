@@ -134,19 +134,46 @@ def trend_frame(index: str | Path, task: str | None = None, metric: str = "score
 
 def run_means(lines):
     """The points of a trend: per (task, backend, run), the mean `value` over its members (`member`
-    counted), at the run's earliest `time`; ordered by task, backend and time."""
-    g = (lines.groupby(["task", "backend", "run_id"], as_index=False)
+    counted), at the run's earliest `time`; ordered by task, backend and time.
+
+    ``series`` names the line a point belongs to: a mean over other members is another quantity, so
+    only runs over the same member set join. A backend whose runs cover one member set keeps its
+    label; otherwise each set is labelled with its size (``label · N=3``, then ``#2``… if sizes tie)."""
+    import pandas as pd
+
+    keys = ["task", "backend", "run_id"]
+    g = (lines.groupby(keys, as_index=False)
               .agg(time=("time", "min"), value=("value", "mean"), members=("member", "nunique")))
-    return g.sort_values(["task", "backend", "time", "run_id"]).reset_index(drop=True)
+    sets = lines.groupby(keys)["member"].agg(lambda m: tuple(sorted(set(map(str, m)))))
+    g["member_set"] = [sets[tuple(k)] for k in g[keys].itertuples(index=False)]
+    g = g.sort_values(["task", "backend", "time", "run_id"]).reset_index(drop=True)
+    names: dict[tuple, str] = {}
+    for (task, backend), runs in g.groupby(["task", "backend"], sort=False):
+        distinct = list(dict.fromkeys(runs["member_set"]))
+        for members in distinct:
+            name = str(backend) if len(distinct) == 1 else f"{backend} · N={len(members)}"
+            taken = set(names.values())
+            k, base = 2, name
+            while name in taken:
+                name, k = f"{base} #{k}", k + 1
+            names[(task, backend, members)] = name
+    g["series"] = pd.Series([names[(t, b, m)] for t, b, m in zip(g["task"], g["backend"], g["member_set"])],
+                            index=g.index, dtype=object)
+    return g.drop(columns=["member_set"])
 
 
 def trend_chart(frame, metric: str = "score"):
-    """An altair line chart of a `trend_frame` (one line per backend); None when there is nothing to draw."""
+    """An altair line chart of a `trend_frame`: one line per series (a backend over one member set, see
+    `run_means`), on a UTC time axis in 24-hour ISO form; None when there is nothing to draw."""
     if frame is None or len(frame) == 0:
         return None
     import altair as alt
 
+    frame = frame.assign(when=frame["time"].map(str))
     return (alt.Chart(frame).mark_line(point=True)
-            .encode(x=alt.X("time:T", title="run"), y=alt.Y("value:Q", title=metric, scale=alt.Scale(zero=False)),
-                    color=alt.Color("backend:N"), tooltip=["run_id", "backend", "value", "members"])
+            .encode(x=alt.X("time:T", title="run (UTC)", scale=alt.Scale(type="utc"),
+                            axis=alt.Axis(labelExpr="utcFormat(datum.value, '%Y-%m-%d %H:%M')", labelAngle=-30)),
+                    y=alt.Y("value:Q", title=metric, scale=alt.Scale(zero=False)),
+                    color=alt.Color("series:N", title="backend"),
+                    tooltip=["run_id", "when", "series", "value", "members"])
             .properties(width=480, height=220))

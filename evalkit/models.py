@@ -35,10 +35,52 @@ class Prompt(Strict):
 
 
 class Settings(Strict):
-    """Sampling settings sent to live backends (and part of a cassette key)."""
+    """Sampling settings sent to live backends (and part of a cassette key). A task's ``settings:`` sets
+    them; ``--set KEY=VALUE`` overrides them for one run or sweep (`with_overrides`)."""
 
-    max_tokens: int = 1024
-    temperature: float = 0.0
+    max_tokens: int = Field(1024, ge=1)
+    temperature: float = Field(0.0, ge=0.0)
+
+    def non_default(self) -> dict[str, Any]:
+        """Only what differs from evalkit's defaults: what a run block and a scoreboard entry record."""
+        default = Settings().model_dump()
+        return {k: v for k, v in self.model_dump().items() if v != default[k]}
+
+    def with_overrides(self, overrides: dict[str, Any] | None) -> "Settings":
+        return Settings.model_validate({**self.model_dump(), **check_overrides(overrides)}) if overrides else self
+
+
+def check_overrides(raw: dict[str, Any] | None) -> dict[str, Any]:
+    """Overrides of `Settings` (``--set``), validated and typed (``"0.5"`` → 0.5). An unknown key or a bad
+    value is a `UsageError` naming it and what is allowed."""
+    from pydantic import ValidationError
+
+    from .errors import UsageError
+
+    known = list(Settings.model_fields)
+    unknown = [k for k in raw or {} if k not in known]
+    if unknown:
+        raise UsageError(f"--set {unknown[0]}: not a task setting (known: {', '.join(known)})")
+    try:
+        checked = Settings.model_validate(raw or {})
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = err["loc"][0]
+        raise UsageError(f"--set {key}={raw[key]!s}: {err['msg']}") from None
+    return {k: getattr(checked, k) for k in raw or {}}
+
+
+def parse_settings(pairs: list[str] | tuple[str, ...] | None) -> dict[str, Any]:
+    """``--set KEY=VALUE`` pairs → `check_overrides` of them."""
+    from .errors import UsageError
+
+    raw: dict[str, Any] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--set {pair!r}: expected KEY=VALUE (keys: {', '.join(Settings.model_fields)})")
+        raw[key.strip()] = value.strip()
+    return check_overrides(raw)
 
 
 class TaskSpec(Strict):

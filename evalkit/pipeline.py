@@ -20,6 +20,7 @@ from . import runfolder
 from .backends import Backend, BackendContext, BackendSpec, Completion, Request
 from .corpus import DEFAULT_CORPUS, Member, Task, find_task, sources_dir
 from .jsonio import canonical_sha
+from .models import Settings
 from .outschema import top_key, violations
 from .scoring import ScoreContext, ScoreResult
 from .sources import Document, check_integrity, read_document
@@ -28,12 +29,15 @@ from .status import REFERENCE_FAILED, SCORING_CRASH, Failed, extraction_status, 
 SCHEMA_INVALID = "schema_invalid"  # the parse outcome of a record that breaks the task's output schema
 
 
-def render_request(task: Task, member: Member, document: Document, ontology: Any = None) -> Request:
+def render_request(task: Task, member: Member, document: Document, ontology: Any = None,
+                   settings: Settings | None = None) -> Request:
     """The extraction request. `ontology` (`evalkit.ontology.Ontology`, --ontology) appends its
-    vocabulary to the user prompt; without one the prompt is the task's, byte for byte."""
+    vocabulary to the user prompt; without one the prompt is the task's, byte for byte. `settings`: the
+    sampling settings sent (default: the task's; ``--set`` gives `Settings.with_overrides` of them)."""
     from .ontology import inject
 
     prompt = task.spec.prompt
+    settings = settings or task.spec.settings
     return Request(
         member=member.key,
         call_type="extract",
@@ -41,10 +45,15 @@ def render_request(task: Task, member: Member, document: Document, ontology: Any
         # Only {document} is substituted: documents may contain braces of their own.
         user=inject(prompt.user.replace("{document}", document.text), ontology),
         schema=task.spec.output_schema,
-        max_tokens=task.spec.settings.max_tokens,
-        temperature=task.spec.settings.temperature,
+        max_tokens=settings.max_tokens,
+        temperature=settings.temperature,
         withheld=document.text if member.manifest.source.is_pointer else "",
     )
+
+
+def request_settings(request: Request) -> Settings:
+    """The sampling settings a request carries."""
+    return Settings(max_tokens=request.max_tokens, temperature=request.temperature)
 
 
 def request_sha(request: Request) -> str:
@@ -88,6 +97,7 @@ def extraction_record(member: Member, backend: Backend, request: Request, comple
     call is classified here, once: `evalkit.status.classify`) and, under --ontology, the ontology
     its prompt carried, so the notebooks render the same request."""
     run = completion.to_json()
+    run["settings"] = request_settings(request).non_default()  # what the call was sent, beyond the defaults
     record = run.pop("record")
     raw = run.pop("raw")
     # A record that breaks the task's output schema is still scored as extracted; the run block says so.
@@ -139,11 +149,14 @@ def extract_member(task: str, member: str, backend: BackendSpec, corpus: str | P
     ontology = None
     if (Path(out) / runfolder.EXTRACTION).exists():
         existing = runfolder.read_extraction(out)
+        settings = (existing.get("run") or {}).get("settings")  # None: recorded before settings were
+        settings = None if settings is None else Settings.model_validate(settings)
         if existing.get("ontology"):  # extracted under --ontology: its prompt carried the vocabulary
             from .ontology import Ontology
 
             ontology = Ontology.from_json(existing["ontology"])
-            request = render_request(m.task, m, document, ontology)
+        if ontology is not None or settings is not None:  # render what the run sent (--ontology, --set)
+            request = render_request(m.task, m, document, ontology, settings)
         if is_current(existing, request, backend.spec):
             return existing
     from .backends.resolve import build_backends
@@ -159,6 +172,22 @@ def extract_member(task: str, member: str, backend: BackendSpec, corpus: str | P
     data = extraction_record(m, b, request, run_sync(once()), ontology)
     runfolder.write_extraction(out, data)
     return data
+
+
+def member_request(task: str, member: str, corpus: str | Path | None = None, sources: str | Path | None = None,
+                   out: str | Path = ".") -> tuple[Document, Request]:
+    """(document, request) of one member's extraction in `out`: what the member page shows the backend
+    received (the request rendered again, under the ontology extraction.json records, if any)."""
+    m = locate(task, member, corpus)
+    document = read_document(check_integrity(m, sources_dir(sources)))
+    ontology = None
+    if (Path(out) / runfolder.EXTRACTION).exists():
+        recorded = runfolder.read_extraction(out).get("ontology")
+        if recorded:
+            from .ontology import Ontology
+
+            ontology = Ontology.from_json(recorded)
+    return document, render_request(m.task, m, document, ontology)
 
 
 def score_member(task: str, member: str, corpus: str | Path | None = None,

@@ -224,10 +224,7 @@ def publish(member_ref: str, corpus: str | Path, *, board: str | Path | None = N
 
 # --------------------------------------------------------------------------- `evalkit report --byom`
 
-_CSS = """body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem;color:#222}
-table{border-collapse:collapse;font-size:.9rem}th,td{border:1px solid #ccc;padding:.3rem .5rem;text-align:left}
-th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
-.pass{color:#2e7d32}.fail{color:#c62828}caption{text-align:left;margin-bottom:.5rem;color:#555}"""
+_CSS = "caption { text-align: left; margin-bottom: .5rem; color: #59636e; }\n"
 
 
 def _cell(value: Any, num: bool = False) -> str:
@@ -244,29 +241,30 @@ def _cell(value: Any, num: bool = False) -> str:
 
 
 def render_byom_html(board: Mapping[str, Any], title: str = "BYOM scoreboard") -> str:
-    """A self-contained HTML page (inline CSS, no script, every text escaped) of a BYOM board."""
+    """A self-contained HTML page of a BYOM board: every text escaped, the shared head of every page
+    (`evalkit.chrome`: its policy allows only evalkit's stylesheet and sortable-table script)."""
     rows = list(iter_entries(board))
     metric_names = sorted({k for *_, e in rows for k in (e.get("metrics") or {})})
     head = ["task", "member", "backend", "model", "date", "verdict", *metric_names, "input tokens", "output tokens",
             "USD", "licence", "truth verified", "truth sha256", "published"]
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           f"<title>{html.escape(title)}</title>", f"<style>{_CSS}</style></head><body>",
-           f"<h1>{html.escape(title)}</h1>",
+    out = [f"<h1>{html.escape(title)}</h1>",
            "<table>", f"<caption>{len(rows)} entr{'y' if len(rows) == 1 else 'ies'}: aggregate metrics of private "
                       "corpora; no document text, truth values or item tables.</caption>",
            "<thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr></thead><tbody>"]
     for task, member, label, e in rows:
         run, ident, metrics = e.get("run") or {}, e.get("identity") or {}, e.get("metrics") or {}
         passed = e.get("passed")
-        verdict = {True: '<td class="pass">PASS</td>', False: '<td class="fail">FAIL</td>'}.get(passed, _cell(None))
+        verdict = {True: '<td class="PASS">PASS</td>', False: '<td class="FAIL">FAIL</td>'}.get(passed, _cell(None))
         cells = [_cell(task), _cell(member), _cell(label), _cell(run.get("model")), _cell(run.get("date")), verdict]
         cells += [_cell(metrics.get(k), num=True) for k in metric_names]
         cells += [_cell(run.get("input_tokens"), True), _cell(run.get("output_tokens"), True), _cell(run.get("usd"), True),
                   _cell(ident.get("license")), _cell((ident.get("truth_provenance") or {}).get("verified_by")),
                   _cell((e.get("truth_sha256") or "")[:12] or None), _cell(e.get("published"))]
         out.append("<tr>" + "".join(cells) + "</tr>")
-    out += ["</tbody></table>", "</body></html>"]
-    return "\n".join(out) + "\n"
+    out.append("</tbody></table>")
+    from .chrome import document, nav
+
+    return document(title, "\n".join(out), nav([(title, None)]), extra_css=_CSS)
 
 
 def write_byom_report(board: str | Path | None = None, out: str | Path | None = None) -> Path:

@@ -13,6 +13,10 @@ the agreement rate). Count metrics (``matched``, ``missing``, ``hallucinated``, 
 and flags such as ``gate_blocking`` are reported in the band but never gated: a count moves with the
 corpus, not only with quality.
 
+Held-out members (``heldout: true`` in their manifest) are compared apart from the tuned ones: every
+metric is judged twice, over the tuned members and over the held-out members (each against its own
+band, `band.json`'s ``heldout`` block, else the tuned one), and a regression in either fails the check.
+
 A member × backend that errored in the new sweep (`evalkit.status`: no score) is not comparable:
 it is named in the notes and left out of both means of the pair.
 
@@ -28,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
 from .band import FLOOR, HIGHER_IS_BETTER, direction, is_gated  # the band file records which metrics are gated
+from .corpus import HELDOUT, TUNED, group_of
 from .stats import SEED, as_number, mean, sign_flip_p, sub_seed
 
 __all__ = ["FLOOR", "HIGHER_IS_BETTER", "is_gated", "direction", "Change", "Comparison", "compare", "parse_justify",
@@ -49,6 +54,7 @@ class Change:
     kind: str  # regression | improvement | within
     band_source: str = "band.json"  # or "floor" when band.json has no entry for the metric
     justification: str | None = None
+    group: str = TUNED  # the tuned members' figure, or the held-out members' (`corpus.group_of`)
 
     @property
     def delta(self) -> float:
@@ -59,7 +65,8 @@ class Change:
 
     def line(self) -> str:
         p = "n/a" if self.p_value is None else f"{self.p_value:.4f}"
-        return (f"{self.task} [{self.backend}] {self.metric}: standing {self.standing:.4f} → new {self.new:.4f} "
+        group = " (held-out)" if self.group == HELDOUT else ""
+        return (f"{self.task}{group} [{self.backend}] {self.metric}: standing {self.standing:.4f} → new {self.new:.4f} "
                 f"(Δ {self.delta:+.4f}, band {self.band:.4f}{'' if self.band_source == 'band.json' else ' floor'}, "
                 f"p={p}, n={self.members})")
 
@@ -86,8 +93,12 @@ class Comparison:
         return len(self.changes)
 
 
-def band_for(band: Mapping[str, Any] | None, task: str, metric: str) -> tuple[float, str]:
-    entry = (((band or {}).get("tasks") or {}).get(task) or {}).get("metrics", {}).get(metric)
+def band_for(band: Mapping[str, Any] | None, task: str, metric: str, group: str = TUNED) -> tuple[float, str]:
+    """The band of a task's metric for the tuned members, or the held-out ones (their own block when
+    band.json has one, else the tuned members')."""
+    block = ((band or {}).get("tasks") or {}).get(task) or {}
+    entry = (block.get("heldout") or {}).get("metrics", {}).get(metric) if group == HELDOUT else None
+    entry = entry or block.get("metrics", {}).get(metric)
     if entry and entry.get("band") is not None:
         return max(float(entry["band"]), FLOOR), "band.json"
     return FLOOR, "floor"
@@ -97,13 +108,16 @@ def compare(standing: Mapping[str, Mapping[str, Mapping[str, Any]]],
             new: Mapping[str, Mapping[str, Mapping[str, Mapping[str, Any]]]],
             band: Mapping[str, Any] | None, *, seed: int = SEED,
             justifications: Mapping[str, str] | None = None,
-            errors: Mapping[str, Mapping[str, Mapping[str, str]]] | None = None) -> Comparison:
+            errors: Mapping[str, Mapping[str, Mapping[str, str]]] | None = None,
+            heldout: Iterable[str] = ()) -> Comparison:
     """Compare `new` with `standing`, both ``{task: {backend: {member: metrics}}}``.
 
     `justifications` maps ``METRIC``, ``TASK/METRIC`` or ``TASK/BACKEND/METRIC`` to a reason; a
     regression of a matching metric carries it (and no longer fails the check). `errors`:
     ``{task: {backend: {member: why}}}``, the new sweep's errored members: named as not comparable.
+    `heldout`: ``task/member`` keys of held-out members, compared apart (module docstring).
     """
+    heldout = frozenset(heldout)
     out = Comparison()
     just = dict(justifications or {})
     errors = errors or {}
@@ -124,21 +138,23 @@ def compare(standing: Mapping[str, Mapping[str, Mapping[str, Any]]],
             for m in sorted(set(old) - set(fresh) - set(failed)):
                 out.notes.append(f"{task}/{m} [{label}]: on the scoreboard but not in the new sweep; left out")
             metrics = sorted({k for m in paired for k in (*fresh[m], *old[m]) if is_gated(k)})
-            for metric in metrics:
-                pairs = [(as_number(old[m].get(metric)), as_number(fresh[m].get(metric))) for m in paired]
+            for group, metric in ((g, k) for g in (TUNED, HELDOUT) for k in metrics):
+                members = [m for m in paired if group_of(f"{task}/{m}", heldout) == group]
+                pairs = [(as_number(old[m].get(metric)), as_number(fresh[m].get(metric))) for m in members]
                 pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
                 if not pairs:
                     continue
                 s_mean, n_mean = mean(a for a, _ in pairs), mean(b for _, b in pairs)
-                width, source = band_for(band, task, metric)
+                width, source = band_for(band, task, metric, group)
                 if s_mean - n_mean > width + EPS:
                     kind, alt = "regression", "less"
                 elif n_mean - s_mean > width + EPS:
                     kind, alt = "improvement", "greater"
                 else:
                     kind, alt = "within", "less"
-                p = sign_flip_p([b - a for a, b in pairs], alt, sub_seed(seed, task, label, metric))
-                change = Change(task, label, metric, s_mean, n_mean, width, len(pairs), p, kind, source)
+                stream = sub_seed(seed, task, label, metric, *(() if group == TUNED else (group,)))
+                p = sign_flip_p([b - a for a, b in pairs], alt, stream)
+                change = Change(task, label, metric, s_mean, n_mean, width, len(pairs), p, kind, source, group=group)
                 if kind == "regression":
                     change.justification = (just.get(f"{task}/{label}/{metric}") or just.get(f"{task}/{metric}")
                                             or just.get(metric))
@@ -206,6 +222,7 @@ def check(opts: Any, *, run_dir: Any = None, board: Any = None, band_file: Any =
     from pathlib import Path
 
     from .band import band_path, collect, load_band
+    from .corpus import heldout_keys
     from .runfolder import scan
     from .scoreboard import ScoreboardError, board_path, entries_by_task, load_board, update_scoreboard as update
     from .status import ERROR, failure_of
@@ -235,7 +252,8 @@ def check(opts: Any, *, run_dir: Any = None, board: Any = None, band_file: Any =
             errors.setdefault(s.task, {}).setdefault(s.backend, {})[s.member] = str(failure_of(s.score()))
     standing = {t: {b: {m: e.get("metrics") or {} for m, e in per.items() if keep(t, m)} for b, per in d.items()}
                 for t, d in entries_by_task(standing_board, tasks).items()}
-    cmp = compare(standing, new, band, seed=seed, justifications=just, errors=errors)
+    cmp = compare(standing, new, band, seed=seed, justifications=just, errors=errors,
+                  heldout=heldout_keys(opts.corpus, tasks))
     if not cmp.compared:
         raise ScoreboardError(f"{run_dir}: nothing to compare with {board_file} (no task × backend × member in both)"
                               + "".join(f"\n  note: {n}" for n in cmp.notes))

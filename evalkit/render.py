@@ -20,9 +20,9 @@ import xml.etree.ElementTree as ET
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
-from . import runfolder
+from . import chrome, runfolder
+from .errors import CorpusError
 from .jsonio import write_text
 from .overview import OVERVIEW_CSS, overview_html
 from .runfolder import COMPARE, EXTRACT_NB, REPORT, SCORE_NB, page
@@ -69,6 +69,15 @@ def _svg_ok(root: ET.Element) -> bool:
     return True
 
 
+def _tooltips(root: ET.Element) -> None:
+    """Give every data mark its tooltip: vega describes each mark in its ``aria-label`` ("field: value;
+    ..."); a ``<title>`` child with that text is what a browser shows on hover, with no script."""
+    for el in list(root.iter()):
+        label = el.get("aria-label")
+        if label and el.get("role") == "graphics-symbol" and el.find(f"{{{SVG_NS}}}title") is None:
+            ET.SubElement(el, f"{{{SVG_NS}}}title").text = label
+
+
 ET.register_namespace("", SVG_NS)
 ET.register_namespace("xlink", XLINK_NS)
 
@@ -86,6 +95,7 @@ def safe_svg(svg: str) -> str:
     try:
         root = ET.fromstring(svg)
         if _svg_ok(root):
+            _tooltips(root)
             return ET.tostring(root, encoding="unicode")
     except ET.ParseError:
         pass
@@ -98,19 +108,26 @@ def safe_svg(svg: str) -> str:
 _HTML_TAGS = [
     "a", "abbr", "b", "blockquote", "br", "caption", "code", "col", "colgroup", "dd", "div", "dl", "dt", "em",
     "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "li", "ol", "p", "pre", "small", "span", "strong", "sub",
-    "sup", "table", "tbody", "td", "tfoot", "th", "thead", "tr", "ul",
+    "sup", "table", "tbody", "td", "tfoot", "th", "thead", "tr", "ul", "details", "summary",
 ]
-_HTML_ATTRS = {"*": ["class", "title"], "a": ["href"], "table": ["border"], "td": ["colspan", "rowspan", "style"],
-               "th": ["colspan", "rowspan", "style"], "tr": ["style"]}
+# No style attributes: the page's policy allows only its own stylesheet (by hash), so they would not apply.
+_HTML_ATTRS = {"*": ["class", "title"], "table": ["border"], "td": ["colspan", "rowspan"],
+               "th": ["colspan", "rowspan"]}
+
+
+def _attr_ok(tag: str, name: str, value: str) -> bool:
+    """Links only to pages of the same report: a relative href (no scheme, no host)."""
+    if name in _HTML_ATTRS.get(tag, []) or name in _HTML_ATTRS["*"]:
+        return True
+    return tag == "a" and name == "href" and not re.match(r"^\s*([a-zA-Z][\w+.-]*:|//|\\\\)", value)
 
 
 @lru_cache(maxsize=1)
 def _cleaner() -> Any:
     import bleach
-    from bleach.css_sanitizer import CSSSanitizer
 
-    return bleach.Cleaner(tags=_HTML_TAGS, attributes=_HTML_ATTRS, protocols=["mailto"],
-                          css_sanitizer=CSSSanitizer(allowed_css_properties=["text-align", "vertical-align"]),
+    # bleach checks a relative href against "http(s)"; `_attr_ok` has already refused every absolute one.
+    return bleach.Cleaner(tags=_HTML_TAGS, attributes=_attr_ok, protocols=["http", "https"],
                           strip=False, strip_comments=True)
 
 
@@ -174,14 +191,82 @@ def _title(nb: Any, path: Path) -> str:
     return " · ".join(parts)
 
 
-def render_notebook(path: str | Path, out: str | Path | None = None) -> Path:
-    """Write the HTML page of an executed notebook (default: beside it, ``.html``); return its path."""
+# --------------------------------------------------------------------------- navigation
+
+def _run_root(path: Path, within: Path | None = None) -> Path:
+    """The run folder of a page: the nearest folder above holding run.json (not above `within`), else
+    where the run layout puts it (``<run>/<task>/<member>/<backend>/`` or ``<run>/<task>/``)."""
+    for p in path.parents:
+        if (p / runfolder.RUN_JSON).is_file():
+            return p
+        if within is not None and p == within:
+            return within
+    return path.parents[3] if path.name in (EXTRACT_NB, SCORE_NB) and len(path.parents) > 3 else path.parents[1]
+
+
+def _up(n: int) -> list[str]:
+    return [".."] * n
+
+
+def page_nav(run_dir: Path, path: Path) -> str:
+    """The navigation bar of the page of notebook `path` in `run_dir`: breadcrumbs index › task › member ›
+    backend, the member's other pages (extraction ↔ score) and backends, the previous and next member."""
+    try:
+        parts = path.resolve().relative_to(run_dir.resolve()).parts
+    except ValueError:
+        parts = (path.name,)
+    depth = len(parts) - 1
+    index = ("index", chrome.href(*_up(depth), runfolder.INDEX))
+    if depth == 1:  # <task>/report.ipynb, <task>/compare.ipynb
+        task = parts[0]
+        here = path.name
+        crumbs = [index, (task, None if here == REPORT else chrome.href(page(REPORT).name))]
+        if here == COMPARE:
+            crumbs.append(("backend comparison", None))
+        links = [("backend comparison", chrome.href(page(COMPARE).name))] \
+            if here == REPORT and (path.parent / COMPARE).is_file() else []
+        return chrome.nav(crumbs, links)
+    if depth != 3 or path.name not in (EXTRACT_NB, SCORE_NB):
+        return chrome.nav([index, (path.stem, None)])
+    task, member, folder = parts[:3]
+    results = runfolder.task_results(run_dir, task)
+    labels = {(s.member, s.home.name): s.backend for s in results}
+    label = labels.get((member, folder), folder)
+    crumbs = [index, (task, chrome.href("..", "..", page(REPORT).name)), (member, None), (label, None)]
+    links: list[tuple[str, str | None]] = []
+    for nb, text in ((EXTRACT_NB, "extraction"), (SCORE_NB, "score")):
+        if nb == path.name:
+            links.append((text, None))
+        elif (path.parent / nb).is_file():
+            links.append((text, chrome.href(page(nb).name)))
+    for (m, f), other in sorted(labels.items()):
+        if m == member and f != folder and (path.parent.parent / f / path.name).is_file():
+            links.append((f"backend {other}", chrome.href("..", f, page(path.name).name)))
+    same = sorted(m for m, f in labels if f == folder and (run_dir / task / m / f / path.name).is_file())
+    if member in same:
+        i = same.index(member)
+        if i > 0:
+            links.append((f"‹ {same[i - 1]}", chrome.href("..", "..", same[i - 1], folder, page(path.name).name)))
+        if i + 1 < len(same):
+            links.append((f"{same[i + 1]} ›", chrome.href("..", "..", same[i + 1], folder, page(path.name).name)))
+    return chrome.nav(crumbs, links)
+
+
+def render_notebook(path: str | Path, out: str | Path | None = None, run_dir: str | Path | None = None) -> Path:
+    """Write the HTML page of an executed notebook (default: beside it, ``.html``); return its path.
+
+    `run_dir`: the run folder the notebook belongs to, for the navigation bar (default: the nearest
+    folder above holding run.json, else the notebook's place in the run layout)."""
     import nbformat
 
     path = Path(path)
     out = Path(out) if out is not None else page(path)
     nb = nbformat.read(path, as_version=4)
-    body, _ = _exporter().from_notebook_node(nb, resources={"metadata": {"name": _title(nb, path)}})
+    root = Path(run_dir) if run_dir is not None else _run_root(path)
+    resources = {"metadata": {"name": _title(nb, path)},
+                 "evalkit": {"csp": chrome.csp([chrome.script()], [chrome.css()]), "css": chrome.css(),
+                             "script": chrome.script(), "nav": page_nav(root, path)}}
+    body, _ = _exporter().from_notebook_node(nb, resources=resources)
     write_text(out, body)
     return out
 
@@ -203,15 +288,11 @@ def render_run(run_dir: str | Path, on_done: Any = None) -> list[Path]:
     pages = []
     for nb_path in _notebooks(run_dir):
         t0 = time.perf_counter()
-        pages.append(render_notebook(nb_path))
+        pages.append(render_notebook(nb_path, run_dir=_run_root(nb_path, run_dir)))
         if on_done:
             on_done(pages[-1], time.perf_counter() - t0)
     pages.append(render_index(run_dir))
     return pages
-
-
-def _href(*parts: str) -> str:
-    return html.escape("/".join(quote(p, safe="") for p in parts), quote=True)
 
 
 def _member_rows(task_dir: Path) -> list[dict[str, Any]]:
@@ -222,30 +303,13 @@ def _member_rows(task_dir: Path) -> list[dict[str, Any]]:
             for s in runfolder.task_results(task_dir.parent, task_dir.name)]
 
 
-_INDEX_CSS = """
-body { margin: 0; color: #1f2328; font: 14px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif; }
-main { max-width: 1100px; margin: 0 auto; padding: 24px 32px 64px; }
-h1 { font-size: 1.7em; } h2 { font-size: 1.3em; border-bottom: 1px solid #d8dee4; padding-bottom: .2em; }
-table { border-collapse: collapse; font-size: 13px; }
-th, td { border: 1px solid #d8dee4; padding: 4px 10px; text-align: left; }
-thead th { background: #f6f8fa; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
-.PASS { color: #1a7f37; font-weight: 600; } .FAIL { color: #cf222e; font-weight: 600; }
-.ERROR { color: #9a6700; font-weight: 600; }
-.missing { color: #8c959f; }
-"""
-
-
 def render_index(run_dir: str | Path) -> Path:
     """Write ``<run>/index.html``: per task, a link to its report and one row per member and backend."""
     run_dir = Path(run_dir)
     e = html.escape
     # Nothing here depends on the run folder's name or location: same results, same bytes (but for the run
     # block of `overview_html`: the run's date and command).
-    out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
-           '<meta name="viewport" content="width=device-width, initial-scale=1.0">',
-           "<title>evalkit run</title>", f"<style>{_INDEX_CSS}{OVERVIEW_CSS}</style>", "</head>",
-           "<body><main>", "<h1>evalkit run</h1>"]
+    out = ["<h1>evalkit run</h1>"]
     out.append(overview_html(run_dir))  # the run, the task × backend table, the skipped members (`evalkit.overview`)
     tasks = sorted(p for p in run_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
     for task_dir in tasks:
@@ -254,7 +318,7 @@ def render_index(run_dir: str | Path) -> Path:
         if not rows and not has_report:
             continue
         out.append(f"<h2>{e(task_dir.name)}</h2>")
-        links = [f'<a href="{_href(task_dir.name, page(nb).name)}">{label}</a>'
+        links = [f'<a href="{chrome.href(task_dir.name, page(nb).name)}">{label}</a>'
                  for nb, label in ((REPORT, "task report"), (COMPARE, "backend comparison"))
                  if (task_dir / page(nb)).is_file() or (task_dir / nb).is_file()]
         if links:
@@ -276,14 +340,14 @@ def render_index(run_dir: str | Path) -> Path:
             links, folder = [], (task_dir.name, r["member"], r["folder"])
             for nb, text in ((EXTRACT_NB, "extraction"), (SCORE_NB, "score")):
                 if nb in r["names"] or page(nb).name in r["names"]:
-                    links.append(f'<a href="{_href(*folder, page(nb).name)}">{text}</a>')
+                    links.append(f'<a href="{chrome.href(*folder, page(nb).name)}">{text}</a>')
             first = links[-1] if links else None
-            member = (f'<a href="{_href(*folder, page(SCORE_NB).name)}">{e(r["member"])}</a>'
+            member = (f'<a href="{chrome.href(*folder, page(SCORE_NB).name)}">{e(r["member"])}</a>'
                       if first and SCORE_NB in r["names"] else e(r["member"]))
             out.append(f"<tr><td>{member}</td><td>{e(r['backend'])}</td><td class=\"num\">{score}</td>"
                        f"<td>{verdict}</td><td>{' · '.join(links)}</td></tr>")
         out.append("</tbody></table>")
-    out += ["</main></body>", "</html>", ""]
     path = run_dir / runfolder.INDEX
-    write_text(path, "\n".join(out))
+    write_text(path, chrome.document("evalkit run", "\n".join(out), chrome.nav([("index", None)]),
+                                         extra_css=OVERVIEW_CSS))
     return path

@@ -1,11 +1,13 @@
-"""`evalkit rescore`: re-score standing scoreboard entries offline, from their retained run folders.
+"""`evalkit rescore`: re-score standing scoreboard entries offline, from the committed archive.
 
-For each selected entry: the record in ``<run_folder>/extraction.json`` is scored again
+For each selected entry: the record in its archive file (``<task>/records/<backend>/<member>.json`` beside
+the board, `evalkit.scoreboard`; an entry written before the archive existed: ``<run_folder>/extraction.json``)
+is scored again
 (`pipeline.score_record`) against the member's *current* truth, task options and scorer. The
 entry's ``metrics``, ``passed`` and ``truth_sha256`` are replaced and a ``rescored`` block
 (evalkit version, task.yaml sha256) is added; its ``run`` block is carried verbatim, byte for
-byte. No backend is constructed and no model is called. The run folders themselves (the archive)
-are not modified.
+byte. No backend is constructed and no model is called. Neither the archive nor the run folders are
+modified, and a fresh clone (no ``runs/``) re-scores every entry that has an archive file.
 
 A member whose source no longer passes its integrity check is refused (the entry is left as it
 was): the hallucination check reads the source text, so a changed source would change the scores
@@ -61,17 +63,20 @@ def _rescore_one(board_dir: Path, task_id: str, member_id: str, label: str, entr
     from .corpus import find_task
     from .pipeline import score_record
     from .runfolder import read_extraction
-    from .scoreboard import truth_sha256
+    from .scoreboard import read_archived, truth_sha256
     from .sources import check_integrity, read_document, sha256_file
 
     res = Rescored(task_id, member_id, label, "failed", before=dict(entry.get("metrics") or {}))
     folder = entry.get("run_folder")
-    if not folder:
-        res.message = "the entry names no run_folder: nothing to re-score from"
+    if not folder and not entry.get("archive"):
+        res.message = "the entry names no archive and no run_folder: nothing to re-score from"
         return res, None
-    home = board_dir / folder
     try:
-        extraction = read_extraction(home)
+        extraction = read_archived(board_dir, entry)
+        if extraction is None:
+            if not folder:
+                raise EvalkitError(f"{board_dir / entry['archive']}: archived record not found")
+            extraction = read_extraction(board_dir / folder)
         if task_id not in cache:
             cache[task_id] = find_task(corpus, task_id)
         member = cache[task_id].member(member_id)

@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 from . import __version__, runfolder
 from .corpus import Member, Task, load_member, load_tasks
-from .errors import (EXIT_BACKEND, EXIT_FAILED, EXIT_INTEGRITY, EXIT_OK, CassetteError, CorpusError, EvalkitError,
+from .errors import (EXIT_BACKEND, EXIT_CASSETTE, EXIT_FAILED, EXIT_INTEGRITY, EXIT_OK, CassetteError, CorpusError, EvalkitError,
                      IntegrityError, SourceMissing, UsageError)
 from .backends import BackendSpec, check_labels, labels_slug
 from .interrupt import Interrupted
@@ -46,8 +46,10 @@ from .pipeline import backend_context, extraction_record, is_current, render_req
 from .paths import member_ref
 from .runfolder import Home, hold
 from .sources import Document, check_integrity, read_document, sha256_file
+from .stats import SEED
 from .summary import write_summary
-from .status import ERROR, NOTEBOOK_FAILED, REFUSED, SCORED, Failed, failure_of
+from .stats import SEED
+from .status import ERROR, NOT_COVERED, NOTEBOOK_FAILED, REFUSED, SCORED, Failed, failure_of
 
 
 @dataclass
@@ -82,6 +84,12 @@ class RunOptions:
     reference: str | None = None  # run only: --reference LABEL, score the other backends against LABEL's records
     board: Path | None = None  # write the scored entries into this scoreboard at the end (--update-scoreboard)
     history: bool = False  # append the outcomes to runs/index.jsonl at the end (the CLI's runs do)
+    limit: int | None = None  # --limit N: the first N members of each task, in id order
+    sample: int | None = None  # --sample N: N members of each task drawn at random with `seed`
+    seed: int | None = None  # --seed S for --sample (default: `stats.SEED`)
+    settings: dict[str, Any] = field(default_factory=dict)  # --set KEY=VALUE: overrides of the task's settings
+    strict: bool = False  # run only: --dry-run --strict exits with the first guard's code (default: 0, the plan shown)
+    strict_replay: bool = False  # --strict-replay: a replay miss aborts the run (default: `not covered`, the rest scored)
 
 
 @dataclass
@@ -91,13 +99,14 @@ class Outcome:
     task: str
     member: str
     backend: str
-    status: str  # scored | skipped | refused | error (evalkit.status)
+    status: str  # scored | skipped | refused | not_covered | error (evalkit.status)
     score: float | None = None
     passed: bool | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     message: str = ""
     cause: str = ""  # of an error: provider_error, timeout, pipeline_exception, ... (evalkit.status)
+    heldout: bool = False  # a held-out member (manifest ``heldout: true``): its figures are reported apart
 
     @property
     def why(self) -> str:
@@ -114,16 +123,19 @@ class RunResult:
     summary: dict[str, Any] | None = None  # summary.json (`evalkit.summary`), once the run has scores
     reference: str | None = None  # --reference: the label whose records were the truth (figures are similarities)
     recorded: "Recorded | None" = None  # what `record` wrote (history, scoreboard) after the run
+    strict: bool = False  # --dry-run --strict: a guard that would abort a real run is the exit code
 
     @property
     def exit_code(self) -> int:
-        if self.plan is not None:
-            return EXIT_OK if self.plan.ok else self.plan.guards[0].error.exit_code
+        if self.plan is not None:  # a dry run shows the plan; only --strict turns its guards into the exit code
+            return self.plan.guards[0].error.exit_code if self.strict and not self.plan.ok else EXIT_OK
         statuses = {o.status for o in self.outcomes}
         if REFUSED in statuses:
             return EXIT_INTEGRITY
         if ERROR in statuses:  # whatever the verdicts of the others
             return EXIT_BACKEND
+        if NOT_COVERED in statuses and SCORED not in statuses:  # a cassette that covers nothing measures nothing
+            return EXIT_CASSETTE
         if any(o.status == SCORED and o.passed is False for o in self.outcomes):
             return EXIT_FAILED
         return EXIT_OK
@@ -134,11 +146,46 @@ def default_run_id(labels: list[str]) -> str:
     return f"{stamp}-{labels_slug(labels)}"
 
 
-def select_members(tasks: list[Task], only: list[str] | None) -> list[Member]:
-    """Load the selected members (only those: a broken sibling must not stop them)."""
+def check_scope(opts: RunOptions) -> None:
+    """--limit, --sample and --seed make sense one way only; --set names known settings with valid values."""
+    from .models import check_overrides
+
+    opts.settings = check_overrides(opts.settings)
+    if opts.limit is not None and opts.sample is not None:
+        raise UsageError("give --limit N or --sample N, not both")
+    if opts.seed is not None and opts.sample is None:
+        raise UsageError("--seed S goes with --sample N")
+    for flag, n in (("--limit", opts.limit), ("--sample", opts.sample)):
+        if n is not None and n < 1:
+            raise UsageError(f"{flag} {n}: give at least 1")
+
+
+def scope(task: Task, dirs: list[Path], limit: int | None = None, sample: int | None = None,
+          seed: int | None = None) -> list[Path]:
+    """A task's member folders within --limit (the first N, in id order) or --sample (N drawn at random with
+    `seed`, a stream of its own per task, listed in id order): what `run` and `sweep` both select."""
+    dirs = sorted(dirs, key=lambda d: d.name)
+    if limit is not None:
+        return dirs[:limit]
+    if sample is not None and sample < len(dirs):
+        import numpy as np
+
+        from .stats import SEED, sub_seed
+
+        picked = np.random.default_rng(sub_seed(SEED if seed is None else seed, task.id)).choice(
+            len(dirs), size=sample, replace=False)
+        return [dirs[i] for i in sorted(picked)]
+    return dirs
+
+
+def select_members(tasks: list[Task], only: list[str] | None, limit: int | None = None, sample: int | None = None,
+                   seed: int | None = None) -> list[Member]:
+    """Load the selected members (only those: a broken sibling must not stop them): --only, then --limit or
+    --sample within each task (`scope`)."""
     only = [member_ref(o) for o in only or ()]
-    members = [load_member(t, d) for t in tasks for d in t.member_dirs()
-               if not only or d.name in only or f"{t.id}/{d.name}" in only]
+    members = [load_member(t, d) for t in tasks
+               for d in scope(t, [d for d in t.member_dirs() if not only or d.name in only or f"{t.id}/{d.name}" in only],
+                              limit, sample, seed)]
     if only and not members:
         raise CorpusError(f"no member {', '.join(map(repr, only))} in the selected tasks")
     return members
@@ -290,7 +337,7 @@ def run(opts: RunOptions, progress: Progress | None = None, on_outcome: OnOutcom
 
 def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
          on_outcome: OnOutcome | None = None) -> RunResult:
-    from .backends.resolve import check_guards, open_backends, plan, resolve_backends
+    from .backends.resolve import check_guards, duplicate_recordings, open_backends, plan, resolve_backends
     from .pool import Job, run_pool
     from .pricing import PriceTable
 
@@ -301,8 +348,9 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
     judge_mode = judging.check_mode(opts.judge_mode, opts.judge)
     if opts.judge is None and opts.judge_cache is not None:
         raise UsageError("--judge-cache needs --judge SPEC")
+    check_scope(opts)
     tasks = load_tasks(opts.corpus, opts.tasks)
-    members = select_members(tasks, opts.only)
+    members = select_members(tasks, opts.only, opts.limit, opts.sample, opts.seed)
     labels = check_labels(spec.label for spec in opts.backends)
     if opts.judge and judge_mode != "reference" and len(labels) < 2:
         raise UsageError(f"--judge-mode {judge_mode}: pairwise judging needs at least two --backend")
@@ -319,12 +367,15 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
     outcomes: list[Outcome] = []
     cleared = gate_members(members, opts.sources, outcomes, labels)
     documents: dict[str, Document] = {m.key: read_document(paths) for m, paths in cleared}
-    requests = [render_request(m.task, m, documents[m.key], ontology) for m, _ in cleared]
+    requests = [render_request(m.task, m, documents[m.key], ontology, m.task.spec.settings.with_overrides(opts.settings))
+                for m, _ in cleared]
     prices = PriceTable(path=opts.prices) if opts.prices else None
     budgeted = (opts.dry_run or opts.max_usd is not None) and not opts.allow_unpriced
-    the_plan = plan(resolved, requests, prices, require_prices=budgeted, judge=judge_resolved)
+    the_plan = plan(resolved, requests, prices, require_prices=budgeted, judge=judge_resolved,
+                    strict_replay=opts.strict_replay)
+    uncovered = {(b.label, key) for b in the_plan.backends for key in b.not_covered}
     if opts.dry_run:
-        return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), plan=the_plan)
+        return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), plan=the_plan, strict=opts.strict)
     if not cleared:  # nothing passed the gate: construct no backend at all
         return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order))
     # corrupt / shared cassettes, replay misses, missing keys (the judge's too): before any call
@@ -338,7 +389,11 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
     backends = open_backends(resolved, ctx, prices, check=False)
     jobs, homes, home_of = [], [], {}
     for (m, _), request in zip(cleared, requests):
-        for b in backends:
+        for b, r in zip(backends, resolved):
+            if (b.label, m.key) in uncovered:  # the cassette has no recording of it: not scored, not an error
+                outcomes.append(Outcome(m.task.id, m.id, b.label, NOT_COVERED, cause=NOT_COVERED,
+                                        message=f"no recording of this request in {r.cassette}"))
+                continue
             homes.append(Home.of(run_dir, m, b.label))
             if resuming and _reusable(homes[-1].dir, request, b.spec):
                 done.reused += 1
@@ -386,6 +441,9 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
         "started": started,
         "parameters": {"tasks": [t.id for t in tasks], "only": opts.only, "threshold": opts.threshold,
                        "max_concurrency": opts.max_concurrency, "max_usd": opts.max_usd,
+                       "limit": opts.limit, "sample": opts.sample,
+                       "seed": opts.seed if opts.sample is None or opts.seed is not None else SEED,
+                       "settings": dict(sorted(opts.settings.items())),
                        "corpus": str(opts.corpus), "sources": str(opts.sources) if opts.sources else None},
         "backends": [{"label": b.label, "spec": b.spec, "model": b.model, "started": started,
                       **({"cassette": str(r.cassette), "cassette_sha256": sha256_file(r.cassette)}
@@ -398,6 +456,7 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
                     for o in dict((f"{o.task}/{o.member}", o) for o in outcomes).values()],
         **({"heldout": [m.key for m, _ in cleared if m.manifest.heldout]}
            if any(m.manifest.heldout for m, _ in cleared) else {}),
+        **({"not_covered": sorted(f"{key} [{label}]" for label, key in uncovered)} if uncovered else {}),
         "ontology_mode": ontology.mode if ontology else "freeform",
         **({"ontology": ontology.to_json()} if ontology else {}),
         **({"judge": judge_info} if judge_info else {}),
@@ -430,6 +489,9 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
     if judge_resolved is not None:
         judging.print_messages(phase.messages)
     runfolder.mark_finished(run_dir)
+    twins = duplicate_recordings(resolved)
+    if twins:  # the run is kept (and finished); its recordings are not two measurements
+        raise CassetteError(f"{twins} (the run is kept in {run_dir})")
     return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), reused=done.reused,
                      reference=opts.reference, summary=summary)
 
@@ -452,12 +514,13 @@ def _outcome(home: Home, score: dict[str, Any]) -> Outcome:
     m = home.member
     failed = failure_of(score)
     if failed is not None:
-        return Outcome(m.task.id, m.id, home.label, ERROR, message=failed.message, cause=failed.cause)
+        return Outcome(m.task.id, m.id, home.label, ERROR, message=failed.message, cause=failed.cause,
+                       heldout=m.manifest.heldout)
     notes = list(score.get("notes", []))
     if (score.get("run") or {}).get("error"):  # an answer that came with an error (malformed): scored, noted
         notes.insert(0, f"backend error: {score['run']['error']}")
     return Outcome(m.task.id, m.id, home.label, SCORED, score=score.get("score"), passed=score.get("passed"),
-                   metrics=score.get("metrics", {}), notes=notes)
+                   metrics=score.get("metrics", {}), notes=notes, heldout=m.manifest.heldout)
 
 
 def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opts: RunOptions, progress,

@@ -9,13 +9,19 @@
           "<member>": {
             "<backend label>": {
               "run": {...},            # date, model, evalkit version, tokens, USD, backend spec (no secrets)
-              "run_folder": "...",     # the retained run folder (relative to the board), for `evalkit rescore`
+              "run_folder": "...",     # the retained run folder (relative to the board)
+              "archive": "...",        # the committed extraction record (relative to the board), for `evalkit rescore`
               "truth_sha256": "...",   # the truth file the metrics were scored against
               "settings": {...},       # non-default overrides only (sampling settings, --threshold)
               "metrics": {...},        # the scorer's metrics block
               "passed": true,
               "justifications": {...}  # only when `evalkit check --justify` accepted a regression
             }}}}}
+
+**The archive.** Run folders live under the ignored ``runs/``; what an entry stands on is committed beside
+the board: ``<task>/records/<backend folder>/<member>.json`` (the extraction record, its backend and request
+sha256 — no raw text, no prompt), written with the entry, so a fresh clone can `evalkit rescore` every
+standing entry with zero calls.
 
 The file is written with sorted keys, an indent of 2 and a trailing newline, so
 its git diff reads well. Every write is read-modify-write under a file lock
@@ -40,7 +46,8 @@ from .status import SCORED
 __all__ = [
     "SCHEMA_VERSION", "BOARD_NAME", "ScoreboardError", "board_path", "dumps", "load_board",
     "write_json", "locked", "edit_board", "run_block", "entry_for", "settings_of",
-    "truth_sha256", "update_scoreboard", "iter_entries", "numeric_metrics",
+    "truth_sha256", "update_scoreboard", "iter_entries", "numeric_metrics", "ARCHIVE", "archive_path", "archived",
+    "read_archived",
 ]
 
 SCHEMA_VERSION = 1
@@ -148,16 +155,15 @@ def truth_sha256(member: Member, sources: Path | None) -> str | None:
         return None
 
 
-def settings_of(member: Member | None, run_json: Mapping[str, Any]) -> dict[str, Any]:
-    """Only what differs from evalkit's defaults: task sampling settings, and a ``--threshold`` override."""
-    from .models import Settings
-
+def settings_of(member: Member | None, run_json: Mapping[str, Any], run: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Only what differs from evalkit's defaults: the sampling settings the call was sent (its run block's
+    ``settings``: the task's, with any ``--set``; the task's own for a record made before run blocks held
+    them), and a ``--threshold`` override."""
     out: dict[str, Any] = {}
-    if member is not None:
-        default = Settings().model_dump()
-        for k, v in member.task.spec.settings.model_dump().items():
-            if v != default.get(k):
-                out[k] = v
+    if run is not None and isinstance(run.get("settings"), dict):
+        out.update(run["settings"])
+    elif member is not None:
+        out.update(member.task.spec.settings.non_default())
     threshold = run_json.get("parameters", {}).get("threshold")
     if threshold is not None:
         out["threshold"] = threshold
@@ -184,6 +190,33 @@ def _member(corpus: Path, task: str, member: str, cache: dict) -> Member | None:
         return None
 
 
+ARCHIVE = "records"  # <board dir>/<task>/records/<backend folder>/<member>.json
+
+
+def archive_path(board_dir: str | Path, task: str, member: str, label: str) -> Path:
+    """Where the extraction record behind an entry is committed (the board's archive)."""
+    from .backends import label_folder
+
+    return Path(board_dir) / task / ARCHIVE / label_folder(label) / f"{member}.json"
+
+
+def archived(extraction: Mapping[str, Any]) -> dict[str, Any]:
+    """What the archive keeps of an extraction.json: enough to score it again, nothing more (its raw text and
+    run block stay in the run folder; the spec is stored redacted)."""
+    backend = extraction.get("backend") or {}
+    keep = {k: extraction[k] for k in ("member", "request_sha256", "evalkit_version", "record", "status", "cause",
+                                        "message", "ontology") if k in extraction}
+    return {**keep, "backend": {"label": backend.get("label"), "model": backend.get("model"),
+                                "spec": redact_stored(str(backend.get("spec", "")))}}
+
+
+def read_archived(board_dir: str | Path, entry: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The archived extraction behind an entry (None when the entry names none, or it is not there)."""
+    rel = entry.get("archive")
+    path = Path(board_dir) / rel if rel else None
+    return read_json(path) if path is not None and path.is_file() else None
+
+
 def entry_for(scored: Scored, board_dir: Path, corpus: Path, sources: Path | None,
               cache: dict | None = None) -> dict[str, Any]:
     """The scoreboard entry of one scored member × backend."""
@@ -195,8 +228,9 @@ def entry_for(scored: Scored, board_dir: Path, corpus: Path, sources: Path | Non
     return {
         "run": run_block(scored, ext, rj),
         "run_folder": Path(os.path.relpath(scored.home.resolve(), board_dir.resolve())).as_posix(),
+        "archive": archive_path(".", scored.task, scored.member, scored.backend).as_posix(),
         "truth_sha256": truth_sha256(member, sources) if member is not None else None,
-        "settings": settings_of(member, rj),
+        "settings": settings_of(member, rj, ext.get("run")),
         "metrics": score.get("metrics") or {},
         "passed": score.get("passed"),
     }
@@ -263,6 +297,7 @@ def update_scoreboard(run_result: Any, board_path: str | Path, justifications: M
             entry["justifications"] = just
     with edit_board(board_path) as board:
         for s, entry in entries:
+            write_json(board_path.parent / entry["archive"], archived(s.extraction()))
             board["tasks"].setdefault(s.task, {}).setdefault(s.member, {})[s.backend] = entry
     return [(s.task, s.member, s.backend) for s, _ in entries]
 

@@ -9,6 +9,10 @@ A failure is never a number. Every member × backend of a run ends in one status
   a standing scoreboard entry, never current for a sweep (the next sweep retries it), exit 5;
 * ``skipped``: a pointer member whose source is not present; ``refused``: its source fails its
   sha256 (exit 4). Neither is extracted.
+* ``not_covered``: a replayed cassette holds no recording of the member's request. Neither an error
+  nor a score: shown as NOT COVERED with its cause, left out of every mean, never on the scoreboard;
+  the others are scored and the exit code is what their verdicts say — unless nothing at all was
+  covered (exit 6), or ``--strict-replay`` makes any miss abort the run before a call (exit 6).
 
 The cause of an error (one word, for filtering; the message says the rest):
 
@@ -22,9 +26,7 @@ The cause of an error (one word, for filtering; the message says the rest):
 ``notebook_failed``     the member's extract or score notebook could not be executed
 =====================  ===========================================================
 
-A replay request with no recording is not among them: `evalkit run` refuses it before any call
-(the dry-run's guards, exit 6), and in a sweep that member's run fails as a whole (never current,
-never on the scoreboard).
+A replay request with no recording is not among them either: it is ``not_covered``.
 
 The extraction's status is decided once, from its `Completion`, when extraction.json is
 written (`extraction_status`); score.json repeats it (`Failed.to_json`), so every reader —
@@ -36,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-SCORED, ERROR, SKIPPED, REFUSED = "scored", "error", "skipped", "refused"
+SCORED, ERROR, SKIPPED, REFUSED, NOT_COVERED = "scored", "error", "skipped", "refused", "not_covered"
 OK = "ok"  # extraction.json: the backend returned an answer (to be scored, whatever its shape)
 
 PROVIDER_ERROR = "provider_error"
@@ -105,6 +107,11 @@ def extraction_status(completion: Any, provider: str | None) -> dict[str, Any]:
     if failed is None:
         return {"status": OK}
     return {"status": ERROR, "cause": failed.cause, "message": failed.message}
+
+
+def shown(status: str) -> str:
+    """How a status is printed: ``NOT COVERED``, ``ERROR``, …"""
+    return status.replace("_", " ").upper()
 
 
 def status_of(data: Mapping[str, Any] | None) -> str:

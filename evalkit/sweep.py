@@ -22,7 +22,7 @@ next sweep retries it) and whose *currency key* is unchanged for every
 backend. The key holds: the request sha256 (prompt, schema, settings and the source text), the
 backend label and spec (secrets redacted) plus a fingerprint of any local file or folder the spec
 names (a cassette or predictions dir), the truth file's sha256, the task.yaml sha256 (scorer options,
-threshold), the run's ``--threshold``, the engine (notebooks or not) and the evalkit version. A member
+threshold), the run's ``--threshold`` and ``--set`` overrides, the engine (notebooks or not) and the evalkit version. A member
 whose source fails its integrity check is never current: it is re-run, and refused, with no model call.
 
 A sweep holds its folder (`runfolder.hold`): a second sweep into it is refused while the first
@@ -46,7 +46,8 @@ from .errors import (EXIT_BACKEND, EXIT_CASSETTE, EXIT_INTEGRITY, EXIT_OK, Corpu
 from .interrupt import Interrupted
 from .runner import Outcome, RunOptions
 from .backends import BackendSpec
-from .status import ERROR, REFUSED, SCORED, SKIPPED
+from .stats import SEED
+from .status import ERROR, NOT_COVERED, REFUSED, SCORED, SKIPPED, shown
 from .workers import WorkerDied, run_all
 
 __all__ = ["MemberResult", "SweepResult", "sweep", "currency_keys", "default_sweep_dir"]
@@ -82,7 +83,7 @@ def _backend_inputs(spec: BackendSpec) -> dict[str, str]:
 
 
 def currency_keys(member: Any, backends: list[BackendSpec], sources: Path | None, threshold: float | None,
-                  notebooks: bool) -> dict[str, dict[str, Any]] | None:
+                  notebooks: bool, settings: dict[str, Any] | None = None) -> dict[str, dict[str, Any]] | None:
     """Per backend label, what that member × backend's outputs depend on (see module docstring);
     None if it cannot be known. The member's own inputs are read and hashed once for all backends."""
     from .pipeline import render_request, request_sha
@@ -91,7 +92,8 @@ def currency_keys(member: Any, backends: list[BackendSpec], sources: Path | None
 
     try:
         paths = check_integrity(member, sources)
-        request = render_request(member.task, member, read_document(paths))
+        request = render_request(member.task, member, read_document(paths), None,
+                                 member.task.spec.settings.with_overrides(settings))
     except Escape:
         raise
     except EvalkitError:
@@ -101,6 +103,7 @@ def currency_keys(member: Any, backends: list[BackendSpec], sources: Path | None
         "truth_sha256": truth_sha256(member, sources),
         "task_sha256": sha256_file(member.task.dir / "task.yaml"),
         "threshold": threshold,
+        "settings": dict(sorted((settings or {}).items())),  # --set (the request sha covers what is sent, too)
         "notebooks": notebooks,
         "evalkit_version": __version__,
     }
@@ -153,9 +156,10 @@ class SweepResult:
 
     @property
     def exit_code(self) -> int:
-        """0: every member ran or was current (verdicts are results, not failures; skipped members
-        are listed); 4: a member was refused by the integrity gate; 6: a cassette miss or corrupt
-        cassette; 5: a member failed otherwise (backend, notebook, crash)."""
+        """0: every member ran or was current (verdicts are results, not failures; skipped and not covered
+        members are listed); 4: a member was refused by the integrity gate; 6: a corrupt cassette, a miss
+        under --strict-replay, or a cassette that covered no member at all; 5: a member failed otherwise
+        (backend, notebook, crash)."""
         statuses = {o.status for o in self.outcomes}
         if REFUSED in statuses:
             return EXIT_INTEGRITY
@@ -164,6 +168,8 @@ class SweepResult:
             return EXIT_CASSETTE
         if ERROR in statuses or codes:
             return EXIT_BACKEND
+        if NOT_COVERED in statuses and SCORED not in statuses:
+            return EXIT_CASSETTE
         return EXIT_OK
 
 
@@ -218,6 +224,10 @@ def _write_sweep_json(sweep_dir: Path, opts: RunOptions, records: dict[str, Memb
         "backends": [{"label": spec.label, "spec": spec.redacted().spec} for spec in opts.backends],
         "tasks": opts.tasks,
         "threshold": opts.threshold,
+        "limit": opts.limit,
+        "sample": opts.sample,
+        "seed": opts.seed if opts.sample is None or opts.seed is not None else SEED,
+        "settings": dict(sorted(opts.settings.items())),
         "notebooks": opts.notebooks,
         "members": {k: members[k] for k in sorted(members)},
     })
@@ -249,7 +259,13 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
     from .corpus import load_tasks
     from .paths import member_ref
 
+    from .runner import check_scope, scope
+
+    from .backends.cassette import env_cassette
+
     _refuse_run_only(opts)
+    check_scope(opts)
+    env_cassette()  # both cassette variables set: the sweep's usage error (exit 2), not each member's failure
     labels = check_labels(spec.label for spec in opts.backends)
     if not labels:
         raise EvalkitError("sweep: give at least one --backend NAME=SPEC")
@@ -269,14 +285,15 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
     records: dict[str, MemberResult] = {}
     selected: set[str] = set()
     for task in tasks:
-        for mdir in task.member_dirs():
+        dirs = [d for d in task.member_dirs()
+                if not opts.only or d.name in opts.only or f"{task.id}/{d.name}" in opts.only]
+        for mdir in scope(task, dirs, opts.limit, opts.sample, opts.seed):
             key = f"{task.id}/{mdir.name}"
-            if opts.only and mdir.name not in opts.only and key not in opts.only:
-                continue
             selected.add(key)
             try:
                 member = task.member(mdir.name)
-                keys = currency_keys(member, opts.backends, opts.sources, opts.threshold, opts.notebooks)
+                keys = currency_keys(member, opts.backends, opts.sources, opts.threshold, opts.notebooks,
+                                     opts.settings)
             except Escape:
                 raise  # a file outside the corpus or sources folder: refuse the sweep before anything is written
             except EvalkitError:
@@ -295,7 +312,8 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
     outs = [runfolder.sweep_member_dir(sweep_dir, t, m) for t, m, _ in todo]
     member_opts = [replace(opts, corpus=Path(opts.corpus).resolve(), sources=Path(opts.sources).resolve()
                            if opts.sources else None, tasks=[t], only=[m], out=out.resolve(), workers=1, force=False,
-                           board=None, history=False)  # the sweep records once, at its end
+                           board=None, history=False,  # the sweep records once, at its end
+                           limit=None, sample=None, seed=None)  # and it selected already
                    for (t, m, _), out in zip(todo, outs)]
 
     def record(i: int, raw: Any) -> None:

@@ -1,4 +1,4 @@
-"""Budgets fail closed: a model with no price stops `--dry-run` and `--max-usd` before any call (unless
+"""Budgets fail closed: a model with no price stops `--dry-run --strict` and `--max-usd` before any call (unless
 `--allow-unpriced`), and what --max-usd reserves for a call covers its truncation retry."""
 
 from __future__ import annotations
@@ -21,12 +21,14 @@ def unpriced(server) -> str:
 
 def test_dry_run_with_max_usd_and_an_unpriced_model_exits_non_zero_naming_it(oai):
     res = cli("run", "--backend", unpriced(oai), *ONLY, "--dry-run", "--max-usd", "0.01")
+    assert res.exit_code == 0 and "a real run would abort" in res.output, res.output  # the plan, shown (issue 12.7)
+    res = cli("run", "--backend", unpriced(oai), *ONLY, "--dry-run", "--strict", "--max-usd", "0.01")
     assert res.exit_code == 2, res.output
     assert "my-unpriced-model" in res.output and "not in the price table" in res.output
     for how in ("--prices FILE", "$EVALKIT_PRICES", "--allow-unpriced"):
         assert how in res.output
     assert "no guard would abort" not in res.output
-    res = cli("run", "--backend", unpriced(oai), *ONLY, "--dry-run")  # a dry run alone cannot estimate it either
+    res = cli("run", "--backend", unpriced(oai), *ONLY, "--dry-run", "--strict")  # nor a dry run alone
     assert res.exit_code == 2 and "my-unpriced-model" in res.output
     assert oai.count == 0
 

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from corpus_factory import TASK, add_member, cli, write_yaml
+from evalkit import chrome
 from evalkit.publish import write_byom_report as report_byom
 from evalkit.publish import render_byom_html
 from evalkit.scoreboard import load_board
@@ -101,7 +102,8 @@ def test_publish_copies_aggregates_only_and_no_marker_anywhere(private):
 
     out = report_byom(board, tmp_path / "report" / "byom.html")
     html = out.read_text()
-    assert MARKER not in html and "<table>" in html and "memos" in html and "<script" not in html
+    assert MARKER not in html and "<table>" in html and "memos" in html
+    assert html.count("<script") == 1 and f"<script>{chrome.script()}</script>" in html  # evalkit's own only
     for path in (tmp_path / "report").rglob("*"):  # anything the report wrote, notebooks included
         if path.is_file():
             assert MARKER not in path.read_text(errors="replace"), path
@@ -181,4 +183,4 @@ def test_html_escapes_everything():
         "run": {"model": "<img src=x onerror=alert(1)>"}, "metrics": {"score<b>": 0.5}, "passed": True,
         "identity": {"license": "CC0"}, "truth_sha256": "ab" * 32}}}}}
     html = render_byom_html(board)
-    assert "<script>" not in html and "<img" not in html and "&lt;img src=x" in html and "t&lt;script&gt;" in html
+    assert html.count("<script>") == 1 and "<img" not in html and "&lt;img src=x" in html and "t&lt;script&gt;" in html

@@ -90,6 +90,8 @@ def test_replay_and_dry_run_make_zero_calls_and_plan_counts(oai, tmp_path):
     assert p.backends[0].calls == 5 and p.backends[0].mode == "live"
     p = plan(resolve_backends(specs(f"r=cassette:path={cas}")), members(5))
     assert p.backends[0].calls == 0 and p.backends[0].replay_hits == 3
+    assert p.ok and p.backends[0].not_covered == ["deals/m03", "deals/m04"]  # listed, not a guard (issue 12.7)
+    p = plan(resolve_backends(specs(f"r=cassette:path={cas}")), members(5), strict_replay=True)
     assert [g.kind for g in p.guards] == ["cassette_miss"] and "deals/m03" in p.guards[0].message
     assert oai.count == before  # planning called nothing
     assert not (tmp_path / "new.jsonl").exists()

@@ -35,7 +35,7 @@ def test_the_default_cassette_replays_to_the_standing_scoreboard(tmp_path, monke
     replayed = {(s.task, s.member, s.backend): s.score() for s in scan(tmp_path / "sweep")}
     board = json.loads((DEFAULT_CORPUS / "scoreboard.json").read_text())["tasks"]
     entries = [(t, m, b, e) for t, members in board.items() for m, per in members.items() for b, e in per.items()]
-    assert len(entries) == len(replayed) == 57
+    assert len(entries) == len(replayed) == 59
     for task, member, backend, entry in entries:
         score = replayed[(task, member, backend)]
         assert (score["metrics"], score["passed"]) == (entry["metrics"], entry["passed"]), (task, member)

@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from evalkit import compare, stats
+from evalkit import chrome, compare, stats
 from servers.fixtures import *  # noqa: F401,F403
 from test_judge import cli, evalkit, python_judge, run_graph, two_cassettes
 
@@ -91,6 +91,7 @@ def test_done_when_run_two_cassette_backends_offline_then_compare_renders_the_wi
     assert len(charts) == 2 and all("image/png" in ch["data"] for ch in charts)  # paired chart, win rates: static
     html = html_path.read_text()
     assert "Win rate of the row backend" in html and "<svg" in html
-    assert "vega-embed" not in html and not re.search(r"<script(?![^>]*type=\"(text/x-mathjax|application/json))", html)
+    assert "vega-embed" not in html and re.findall(r"<script\b[^>]*>", html) == ["<script>"]  # evalkit's own only
+    assert f"<script>{chrome.script()}</script>" in html
     for text in ("alpha", "beta", "judge vs strict", "U.S.", "beta − alpha = ", "F1 per relation type"):
         assert text in html, text

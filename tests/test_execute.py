@@ -11,6 +11,7 @@ from pathlib import Path
 import nbformat
 
 from conftest import MEMBERS, TASK_ID, mini_corpus, prepare_run
+from evalkit import chrome
 from evalkit.backends import BackendSpec
 from evalkit.execute import INJECTED_ID, NotebookJob, execute, jupyter_env, normalize, plan_member, plan_report
 from evalkit.render import render_notebook
@@ -97,7 +98,7 @@ def test_a_failing_notebook_reports_its_error_and_the_others_finish(tmp_path):
         ["papermill-error-1", "papermill-error-2"]
     assert "start_time" not in bad.output.read_text()
     page = render_notebook(bad.output).read_text(encoding="utf-8")  # a failed notebook still renders
-    assert "CorpusError" in page and "<script" not in page
+    assert "CorpusError" in page and page.count("<script") == 1 and f"<script>{chrome.script()}</script>" in page
 
 
 def test_nbval_reruns_executed_notebooks_to_the_same_outputs(run_copy):

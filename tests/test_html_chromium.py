@@ -15,7 +15,8 @@ import pytest
 
 from conftest import HOSTILE_IMG, HOSTILE_SCRIPT, TASK_ID
 from evalkit.render import render_run
-from test_render import tags
+from evalkit import chrome
+from test_render import inline, tags
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -61,7 +62,8 @@ def test_charts_draw_and_payloads_stay_text(rendered, tmp_path, page):
     # (b) nothing injected ran or was added
     assert title(dom) != "PWNED" and "PWNED" not in title(dom)
     elements = tags(dom)
-    assert not [t for t, _ in elements if t in ("script", "img", "iframe", "object", "embed")]
+    assert not [t for t, _ in elements if t in ("img", "iframe", "object", "embed")]
+    assert inline(dom, "script") == [chrome.script()]  # the one script is evalkit's own
     assert not [(t, a) for t, a in elements if any(k.startswith("on") for k in a)]
     assert "&lt;/script&gt;&lt;script&gt;document.title='PWNED'&lt;/script&gt;" in dom
     if page.endswith("score.html"):
@@ -75,3 +77,60 @@ def test_charts_draw_and_payloads_stay_text(rendered, tmp_path, page):
         drawn = sum(len(re.findall(r"<path\b[^>]*\bd=\"M", g)) for g in groups)
         assert drawn > 0, "a chart drew no marks"
     assert HOSTILE_SCRIPT not in dom
+
+
+def _with_script(page: Path, out: Path, js: str, allow: bool) -> Path:
+    """A copy of `page` with `js` added at the end of its body, its hash added to the page's policy or not."""
+    from test_render import sha256_source
+
+    html = page.read_text(encoding="utf-8")
+    if allow:
+        html = html.replace("script-src ", f"script-src {sha256_source(js)} ", 1)
+    out.write_text(html.replace("</body>", f"<script>{js}</script></body>"), encoding="utf-8")
+    return out
+
+
+def _first_column(dom: str, table: int = 0) -> list[str]:
+    body = re.findall(r"<tbody>(.*?)</tbody>", dom, re.S)[table]
+    return [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<tr\b[^>]*>\s*<td[^>]*>(.*?)</td>", body, re.S)]
+
+
+def test_the_policy_blocks_script_that_escaped_escaping(rendered, tmp_path):
+    # If hostile text ever reached a page as markup, the page's policy still would not run it.
+    page = _with_script(rendered / TASK_ID / "hostile" / "fake" / "score.html", tmp_path / "p.html",
+                        "document.title='PWNED'", allow=False)
+    assert title(dump_dom(page, tmp_path / "profile")) != "PWNED"
+    allowed = _with_script(rendered / TASK_ID / "hostile" / "fake" / "score.html", tmp_path / "q.html",
+                           "document.title='PWNED'", allow=True)  # control: the harness sees script that runs
+    assert title(dump_dom(allowed, tmp_path / "profile")) == "PWNED"
+
+
+def test_sorting_and_filtering_a_table_in_chromium(rendered, tmp_path):
+    report = rendered / TASK_ID / "report.html"
+    before = dump_dom(report, tmp_path / "profile")
+    table = next(i for i, b in enumerate(re.findall(r"<tbody>(.*?)</tbody>", before, re.S)) if "hostile" in b)
+    assert _first_column(before, table) == ["hostile", "plain"]
+    assert 'class="ek-filter"' in before  # the bundled script ran under the page's policy
+    # Click the "score" header twice (ascending, then descending): the rows change order.
+    click = ("var t = document.querySelectorAll('table')[%d];"
+             "var h = Array.prototype.filter.call(t.tHead.rows[0].cells, function (c) {"
+             " return c.textContent.trim() === 'score'; })[0]; h.click(); h.click();" % table)
+    dom = dump_dom(_with_script(report, tmp_path / "sorted.html", click, allow=True), tmp_path / "profile")
+    assert _first_column(dom, table) == ["plain", "hostile"]
+    assert 'aria-sort="descending"' in dom
+    # "failures only" hides the passing member.
+    failures = ("var t = document.querySelectorAll('table')[%d]; var box = t.previousSibling.querySelector("
+                "'input[type=checkbox]'); box.click();" % table)
+    dom = dump_dom(_with_script(report, tmp_path / "failures.html", failures, allow=True), tmp_path / "profile")
+    rows = re.findall(r"<tr\b([^>]*)>\s*<td[^>]*>(?:<a[^>]*>)?(hostile|plain)<", re.findall(r"<tbody>(.*?)</tbody>", dom, re.S)[table])
+    assert [(name, "hidden" in attrs) for attrs, name in rows] == [("hostile", False), ("plain", True)]
+    assert "1 of 2 rows" in dom
+
+
+def test_the_bundle_runs_its_script_and_no_payload(rendered, tmp_path):
+    from evalkit.bundle import bundle_run
+
+    out = bundle_run(rendered, tmp_path / "bundle.html")
+    dom = dump_dom(out, tmp_path / "profile")
+    assert title(dom) != "PWNED" and 'class="ek-filter"' in dom
+    assert inline(dom, "script") == [chrome.script()]

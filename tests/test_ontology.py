@@ -111,7 +111,7 @@ def test_strict_run_records_the_mode_and_a_compliance_figure_per_member(tmp_path
     assert again["ontology"]["mode"] == "strict" and (home / "extraction.json").read_bytes() == before
     # the injected prompt is a different request: the freeform run misses these cassettes
     with pytest.raises(CassetteMiss):
-        run_graph(tmp_path / "runs" / "plain", backends)
+        run_graph(tmp_path / "runs" / "plain", backends, strict_replay=True)
     # and a freeform run records ontology_mode freeform, with no compliance figure
     c = write_cassette(tmp_path / "c" / "plain.jsonl", "m", dropped)
     res = run_graph(tmp_path / "runs" / "free", [("p", f"cassette:path={c}")])

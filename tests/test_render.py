@@ -10,7 +10,7 @@ import IPython.display
 import pandas as pd
 
 from conftest import HOSTILE_FIELD, HOSTILE_IMG, HOSTILE_SCRIPT, TASK_ID
-from evalkit import views
+from evalkit import chrome, views
 from evalkit.render import clean_output_html, render_index, render_notebook, render_run, safe_svg
 from evalkit.report import field_accuracy, load_scores, mean_field_accuracy
 
@@ -19,15 +19,51 @@ class _Tags(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
         self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: dict[str, list[str]] = {"script": [], "style": []}
+        self._in: str | None = None
 
     def handle_starttag(self, tag, attrs):
         self.tags.append((tag, dict(attrs)))
+        if tag in self.text:
+            self._in = tag
+            self.text[tag].append("")
+
+    def handle_endtag(self, tag):
+        self._in = None
+
+    def handle_data(self, data):
+        if self._in:
+            self.text[self._in][-1] += data
 
 
 def tags(html: str) -> list[tuple[str, dict[str, str | None]]]:
     p = _Tags()
     p.feed(html)
     return p.tags
+
+
+def inline(html: str, tag: str) -> list[str]:
+    """The text of every inline <script> or <style> of a page."""
+    p = _Tags()
+    p.feed(html)
+    return p.text[tag]
+
+
+def policy(html: str) -> str:
+    """The page's Content-Security-Policy (its meta tag must come before the title and any content)."""
+    found = [(i, a) for i, (t, a) in enumerate(tags(html))
+             if t == "meta" and (a.get("http-equiv") or "").lower() == "content-security-policy"]
+    assert len(found) == 1
+    first_title = next(i for i, (t, _) in enumerate(tags(html)) if t in ("title", "body"))
+    assert found[0][0] < first_title
+    return found[0][1]["content"] or ""
+
+
+def sha256_source(text: str) -> str:
+    import base64
+    import hashlib
+
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
 
 
 def _pages(run_dir: Path) -> dict[str, bytes]:
@@ -50,17 +86,53 @@ def test_render_run_is_byte_identical(run_copy):
     assert _pages(elsewhere) == first
 
 
-def test_pages_load_nothing_from_outside_and_run_no_script(run_copy):
+def test_pages_load_nothing_from_outside_and_run_only_the_bundled_script(run_copy):
     render_run(run_copy)
     for name, data in _pages(run_copy).items():
         html = data.decode("utf-8")
+        csp = policy(html)
+        assert "default-src 'none'" in csp and "unsafe-inline" not in csp and "unsafe-eval" not in csp, name
+        scripts = inline(html, "script")
+        assert scripts == [chrome.script()], name  # one script: evalkit's own, byte for byte
+        for text in scripts + inline(html, "style"):
+            assert sha256_source(text) in csp, name  # every inline script and style is allowed by its hash
+        assert csp.count("'sha256-") == len(scripts) + len(inline(html, "style")), name  # and nothing else
         for tag, attrs in tags(html):
-            assert tag != "script", name
+            assert not (tag == "script" and "src" in attrs), name
+            assert "style" not in attrs, (name, tag)  # the policy would block it: none are written
             for key in ("src", "href"):
                 value = (attrs.get(key) or "").strip().lower()
                 assert not value.startswith(("http://", "https://", "//")), (name, tag, value)
             assert not any(k.startswith("on") for k in attrs), (name, tag, attrs)
         assert "url(http" not in html and "@import" not in html, name
+
+
+def _links(page: Path) -> list[Path]:
+    from urllib.parse import unquote
+
+    hrefs = [a["href"] for t, a in tags(page.read_text(encoding="utf-8")) if t == "a" and a.get("href")]
+    return [(page.parent / unquote(h.split("#")[0])).resolve() for h in hrefs if not h.startswith("#")]
+
+
+def test_every_page_links_back_to_the_index_and_between_members(run_copy):
+    render_run(run_copy)
+    index = (run_copy / "index.html").resolve()
+    task = run_copy / TASK_ID
+    for name in _pages(run_copy):
+        links = _links(run_copy / name)
+        assert all(p.is_file() for p in links), (name, [p for p in links if not p.is_file()])  # no dead link
+        if name != "index.html":
+            assert index in links, name
+    report = _links(task / "report.html")
+    for m in ("hostile", "plain"):  # member names link to their pages; score ↔ extraction; previous ↔ next
+        assert (task / m / "fake" / "score.html").resolve() in report
+        assert (task / m / "fake" / "extract.html").resolve() in _links(task / m / "fake" / "score.html")
+        assert (task / m / "fake" / "score.html").resolve() in _links(task / m / "fake" / "extract.html")
+        assert (task / "report.html").resolve() in _links(task / m / "fake" / "score.html")
+    assert (task / "plain" / "fake" / "score.html").resolve() in _links(task / "hostile" / "fake" / "score.html")
+    assert (task / "hostile" / "fake" / "score.html").resolve() in _links(task / "plain" / "fake" / "score.html")
+    crumbs = (task / "plain" / "fake" / "score.html").read_text(encoding="utf-8")
+    assert '<span aria-current="page">fake</span>' in crumbs and "<span>plain</span>" in crumbs
 
 
 def test_hostile_strings_are_escaped_everywhere(run_copy):
@@ -115,7 +187,7 @@ def test_safe_svg_inlines_drawings_and_refuses_anything_active():
 def test_clean_output_html_keeps_tables_and_escapes_script():
     out = clean_output_html(f'<table border="0"><tr style="text-align: right;"><td>1</td></tr></table>'
                             f'{HOSTILE_SCRIPT}{HOSTILE_IMG}')
-    assert "<table" in out and "<td>1</td>" in out
+    assert "<table" in out and "<td>1</td>" in out and "style" not in out
     assert "<script" not in out and "<img" not in out and "&lt;script&gt;" in out
 
 
@@ -152,3 +224,36 @@ def test_load_scores_frames(executed_run):
     assert acc.loc["account_id", "plain"] == 1.0 and acc.loc["title", "hostile"] == 0.0
     assert 0 < mean_field_accuracy(items) < 1
     assert load_scores(run_dir, "no-such-task")[0].empty
+
+
+def test_bundle_holds_every_page_with_links_between_sections(run_copy, tmp_path):
+    import re
+
+    from evalkit.bundle import bundle_run
+
+    render_run(run_copy)
+    out = bundle_run(run_copy, tmp_path / "report.html")
+    html = out.read_text(encoding="utf-8")
+    pages = _pages(run_copy)
+    sections = re.findall(r'<section class="ek-page" id="(p\d+)" data-page="([^"]*)"', html)
+    assert [unquote_path(p) for _, p in sections] == ["index.html"] + sorted(p for p in pages if p != "index.html")
+    csp = policy(html)
+    assert inline(html, "script") == [chrome.script()] and sha256_source(chrome.script()) in csp
+    assert all(sha256_source(s) in csp for s in inline(html, "style")) and "unsafe-inline" not in csp
+    ids = re.findall(r'\bid="([^"]*)"', html)
+    assert len(ids) == len(set(ids))  # pages' ids are prefixed: none collide
+    hrefs = [a["href"] for t, a in tags(html) if t == "a" and a.get("href")]
+    assert hrefs and all(h.startswith("#") and h[1:] in ids for h in hrefs)  # every link stays in the file
+    score = dict((unquote_path(p), i) for i, p in sections)[f"{TASK_ID}/plain/fake/score.html"]
+    assert f'href="#{score}"' in html  # e.g. the report's member link
+    assert "&lt;/script&gt;&lt;script&gt;document.title='PWNED'&lt;/script&gt;" in html
+    for tag, attrs in tags(html):
+        for key in ("src", "href"):
+            assert not (attrs.get(key) or "").startswith(("http:", "https:", "//")), (tag, attrs)
+    assert bundle_run(run_copy, tmp_path / "again.html").read_bytes() == out.read_bytes()
+
+
+def unquote_path(p: str) -> str:
+    from urllib.parse import unquote
+
+    return unquote(p)

@@ -103,8 +103,32 @@ def test_missing_run_folder_and_changed_source_are_reported(scored, monkeypatch)
     doc = corpus / "memos" / "m0" / "doc.md"
     doc.write_text(doc.read_text() + "tampered\n")
     shutil.rmtree(tmp_path / "runs" / "s" / "members" / "memos" / "m1")
+    (corpus / "memos" / "records" / "gemma" / "m1.json").unlink()  # and its archived record
     res = cli("rescore", "--corpus", corpus)
     assert res.exit_code == 4, res.output  # the changed source wins: refused, entry kept
     assert "m0 [gemma] … REFUSED" in res.output and "m1 [gemma] … FAILED" in res.output
     res = cli("rescore", "--corpus", corpus, "--only", "m1")
     assert res.exit_code == 3 and "file not found" in res.output
+
+
+def test_a_fresh_clone_rescores_every_entry_from_the_committed_archive(scored, monkeypatch):
+    """Issue 12.4: the records behind the entries are committed beside the board; without runs/ (a fresh
+    clone) every entry re-scores, with zero calls."""
+    tmp_path, corpus, preds = scored
+    board = load_board(corpus / "scoreboard.json")
+    for m in ("m0", "m1"):
+        entry = board["tasks"]["memos"][m]["gemma"]
+        archived = json.loads((corpus / entry["archive"]).read_text())
+        assert entry["archive"] == f"memos/records/gemma/{m}.json"
+        assert archived["record"] == json.loads((preds / f"{m}.json").read_text())
+        assert "raw" not in archived and "run" not in archived  # the record, not the run's text or accounting
+    clone = tmp_path / "clone"
+    shutil.copytree(corpus, clone / "corpus")  # the repository: corpus, board and archive; no runs/, no preds
+    shutil.rmtree(tmp_path / "runs")
+    shutil.rmtree(preds)
+    task_yaml = clone / "corpus" / "memos" / "task.yaml"
+    task_yaml.write_text(task_yaml.read_text().replace("tolerance: 0.001", "tolerance: 0.01"))
+    calls = no_backends(monkeypatch)
+    result = rescore(clone / "corpus" / "scoreboard.json")
+    assert [e.status for e in result.entries] == ["rescored", "rescored"] and result.exit_code == 0
+    assert [e.after["score"] for e in result.entries] == [1.0, 1.0] and calls == []  # m0 re-scored under the new rule

@@ -38,7 +38,7 @@ def test_entry_shape_and_stable_pretty_json(run20, tmp_path):
     data = load_board(board)
     assert data["schema_version"] == 1
     entry = data["tasks"]["memos"]["m0"]["fake"]
-    assert set(entry) == {"run", "run_folder", "truth_sha256", "settings", "metrics", "passed"}
+    assert set(entry) == {"run", "run_folder", "archive", "truth_sha256", "settings", "metrics", "passed"}
     run = entry["run"]
     for key in ("date", "model", "evalkit_version", "input_tokens", "output_tokens", "usd", "backend", "request_sha256"):
         assert key in run, key

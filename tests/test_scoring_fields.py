@@ -51,6 +51,31 @@ def test_text_uses_squad_normalization():
     assert one("text", "Strategic Alliance Agreement", "Alliance Agreement") == "mismatch"
 
 
+def test_exact_text_keeps_case_punctuation_and_markup_but_collapses_whitespace():
+    name = "Nightjar Records </script><script>alert(1)</script> Distribution Agreement"
+    assert one("exact_text", name, "  Nightjar Records </script><script>alert(1)</script>\n Distribution  Agreement ") == "match"
+    assert one("exact_text", name, name.lower()) == "mismatch"
+    assert one("exact_text", "Orbit Sound, Ltd.", "Orbit Sound Ltd") == "mismatch"
+    assert one("text", "Orbit Sound, Ltd.", "Orbit Sound Ltd") == "match"  # the SQuAD kind would let it pass
+
+
+def test_deal_memos_contract_name_is_exact_and_weighs_like_an_identifier():
+    """The source rules: contract_name weighs 2 and is copied exactly, markup included (issue 12.1)."""
+    from evalkit.corpus import DEFAULT_CORPUS, find_task
+
+    task = find_task(DEFAULT_CORPUS, "deal-memos")
+    spec = task.options.fields["contract_name"]
+    assert (spec.kind, spec.weight) == ("exact_text", 2)
+    stated = "Nightjar Sessions </script><script>alert(1)</script> Distribution"
+    stripped = "Nightjar Sessions script script alert 1 script Distribution"
+    ctx = ScoreContext(task_id="deal-memos", member_id="m", source_text=stated, options=task.options, threshold=0.9)
+    truth = FieldsTruth(record={"contract_name": stated}, expected_missing_fields=[], expected_blocking=False)
+    row = {r["field"]: r for r in score({"contract_name": stripped}, truth, ctx).items}["contract_name"]
+    assert (row["outcome"], row["weight"], row["credit"]) == ("mismatch", 2, 0.0)
+    row = {r["field"]: r for r in score({"contract_name": stated}, truth, ctx).items}["contract_name"]
+    assert (row["outcome"], row["credit"]) == ("match", 2)
+
+
 def test_number_tolerance_boundary():
     assert one("number", 0.7, 0.701, tolerance=0.001) == "match"
     assert one("number", 0.7, 0.7011, tolerance=0.001) == "mismatch"

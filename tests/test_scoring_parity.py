@@ -19,7 +19,7 @@ from evalkit.runner import RunOptions, run
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = Path(os.environ.get("EVALKIT_SOURCES", ROOT.parent / "shared" / "data"))
-TASKS = {"deal-memos", "cuad-contracts", "encyclopedia", "adventure"}
+TASKS = {"deal-memos", "deal-memos-terms", "cuad-contracts", "encyclopedia", "adventure"}
 
 
 def scores(run_dir: Path) -> dict[str, bytes]:

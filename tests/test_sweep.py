@@ -116,7 +116,7 @@ def test_a_worker_process_dying_fails_only_its_member(tmp_path):
     assert [o.score for o in result.outcomes] == [1.0, 1.0] and result.exit_code == 5
 
 
-def test_a_cassette_miss_fails_that_member_with_exit_6(tmp_path):
+def test_a_cassette_miss_is_not_covered_and_fails_that_member_with_exit_6_under_strict_replay(tmp_path):
     from evalkit.backends import Completion
     from evalkit.backends.cassette import make_record
     from evalkit.corpus import load_task
@@ -132,6 +132,11 @@ def test_a_cassette_miss_fails_that_member_with_exit_6(tmp_path):
     (tmp_path / "c.jsonl").write_text(json.dumps(line) + "\n")
     res = cli("sweep", "--corpus", corpus, "--no-notebooks", "--workers", 2, "--out", tmp_path / "sw",
               "--backend", f"tiny=cassette:path={tmp_path / 'c.jsonl'}")
+    assert res.exit_code == 0, res.output  # issue 12.7: what the cassette covers is scored, the rest listed
+    assert "memos/m0 … 100.0% PASS" in res.output and "memos/m1 … NOT COVERED" in res.output
+    assert "1 not covered (no recording)" in res.output and "0 failure(s)" in res.output
+    res = cli("sweep", "--corpus", corpus, "--no-notebooks", "--workers", 2, "--out", tmp_path / "st",
+              "--backend", f"tiny=cassette:path={tmp_path / 'c.jsonl'}", "--strict-replay")
     assert res.exit_code == 6, res.output
     assert "memos/m0 … 100.0% PASS" in res.output and "memos/m1 … FAILED" in res.output
 

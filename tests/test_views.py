@@ -12,7 +12,7 @@ import IPython.display
 import pandas as pd
 import pytest
 
-from conftest import HOSTILE_FIELD, HOSTILE_IMG, HOSTILE_SCRIPT
+from conftest import HOSTILE_FIELD, HOSTILE_IMG, HOSTILE_SCRIPT, TASK_ID
 from evalkit import report, views
 from evalkit.corpus import load_task
 from evalkit.render import clean_output_html, safe_svg
@@ -392,3 +392,73 @@ def test_trend_needs_two_earlier_runs_and_adds_this_one(tmp_path, monkeypatch, c
     append_history(runs / "r3")  # in the history now: counted once, not twice
     frame, _, earlier = report.run_trend(runs / "r3", "enc")
     assert earlier == 2 and list(frame["run_id"]) == ["r1", "r2", "r3"]
+
+
+def test_trend_joins_only_runs_over_the_same_members_on_a_24_hour_axis(tmp_path):
+    import pandas as pd
+
+    from evalkit.history import run_means, trend_chart
+
+    def line(run, member, value, time):
+        return {"task": "enc", "backend": "fake", "run_id": run, "member": member, "value": value, "time": time}
+
+    lines = pd.DataFrame([line("r1", "a", 0.2, "2026-11-01T13:05:00+00:00"), line("r1", "b", 0.4, "2026-11-01T13:05:00+00:00"),
+                          line("r2", "a", 0.6, "2026-11-02T14:00:00+00:00"),  # a subset: not the same quantity
+                          line("r3", "a", 0.3, "2026-11-03T15:00:00+00:00"), line("r3", "b", 0.5, "2026-11-03T15:00:00+00:00")])
+    frame = run_means(lines)
+    assert dict(zip(frame["run_id"], frame["series"])) == {"r1": "fake · N=2", "r2": "fake · N=1", "r3": "fake · N=2"}
+    assert list(frame["value"]) == pytest.approx([0.3, 0.6, 0.4])
+    same = run_means(lines[lines["run_id"] != "r2"])
+    assert set(same["series"]) == {"fake"}  # one member set: the backend's own label
+    svg = views.chart_bundle(trend_chart(frame, "relations_f1"))[0]["image/svg+xml"]
+    labels = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+    assert "2026-11-02 00:00" in labels  # 24-hour ISO labels in UTC
+    assert not [t for t in labels if t.endswith((" PM", " AM"))]
+    assert "fake · N=1" in svg and "fake · N=2" in svg
+
+
+# ------------------------------------------------------------------- the member page
+
+def test_locate_marks_values_by_outcome_and_lists_hallucinated_as_not_found():
+    from evalkit.views.member import locate, marked_html
+
+    text = "Account ACC-1 signed 1 October 2025.\nRate  70% for account 10 via <b>Spotify</b>."
+    items = [{"field": "account_id", "extracted": "10", "outcome": "hallucinated", "reason": "not in the source"},
+             {"field": "signing", "extracted": "acc-1", "outcome": "match"},
+             {"field": "start", "extracted": "1 October\n2025", "outcome": "mismatch"},
+             {"field": "rate", "extracted": 0.7, "outcome": "match"},
+             {"field": "stores", "extracted": ["<b>Spotify</b>", "Tidal"], "outcome": "extra"},
+             {"field": "renewal_years", "extracted": 1, "outcome": "match"}]  # a lone digit: never marked
+    marks, missing = locate(text, items)
+    found = [(text[m.start:m.end], m.outcome) for m in marks]
+    assert found == [("ACC-1", "match"), ("1 October 2025", "mismatch"), ("70%", "match"),
+                     ("<b>Spotify</b>", "extra")]
+    assert "10" not in [t for t, _ in found]  # occurs in the text, but the scorer says it is invented
+    assert list(missing["item"]) == ["account_id", "stores"]
+    assert list(missing["outcome"]) == ["hallucinated", "extra"]  # Tidal: not in the document as written
+    markup = marked_html(text, marks)
+    assert '<span class="o-extra" title="stores: extra">&lt;b&gt;Spotify&lt;/b&gt;</span>' in markup
+    assert "<b>" not in markup and '<span class="o-match" title="signing: match">ACC-1</span>' in markup
+
+
+def test_member_page_explains_the_extraction(run_copy):
+    from test_render import tags
+
+    from evalkit.render import render_notebook
+
+    run = run_copy
+    for member in ("hostile", "plain"):
+        html = render_notebook(run / TASK_ID / member / "fake" / "score.ipynb").read_text()
+        heads = re.findall(r"<h2[^>]*>(.*?)<", html)
+        for h in ("Document", "Prompt", "Response", "Record", "Items"):
+            assert h in heads, (member, h)
+        assert heads.index("Document") < heads.index("Prompt") < heads.index("Response") < heads.index("Record") \
+            < heads.index("Items")
+        assert '<div class="ek-doc"><pre>' in html and "<summary>user prompt" in html
+        assert "parse: clean" in html
+        assert not [t for t, _ in tags(html) if t in ("img", "iframe")]
+    plain = (run / TASK_ID / "plain" / "fake" / "score.html").read_text()
+    assert '<span class="o-match" title="account_id: match">A-1</span>' in plain
+    assert '<span class="o-match" title="term_rate: match">70%</span>' in plain
+    hostile = (run / TASK_ID / "hostile" / "fake" / "score.html").read_text()
+    assert 'title="title: mismatch">&lt;/script&gt;&lt;script&gt;document.title=\'PWNED\'&lt;/script&gt;</span>' in hostile

@@ -61,6 +61,7 @@ class Resolved:
     cassette: Path | None = None
     cassette_obj: Any = None  # evalkit.backends.cassette.Cassette, when loaded
     via_env: str | None = None  # the env var that chose record/replay
+    fresh: bool = False  # records into a cassette that was empty or absent: everything in it is this run's
     guards: list[Guard] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -169,6 +170,7 @@ def resolve_backends(specs: Sequence[BackendSpec], record_args: Sequence[str] = 
                 r.mode, r.cassette, r.via_env = "replay", env_mode[1], REPLAY_ENV
             if r.mode == "record":
                 _load(r.cassette, r, missing_ok=True)
+                r.fresh = r.cassette_obj is not None and len(r.cassette_obj) == 0
             elif r.mode == "replay":
                 _load(r.cassette, r, missing_ok=False)
             _key_guard(r, env)
@@ -198,6 +200,36 @@ def _duplicate_guards(resolved: list[Resolved]) -> None:
             a.guards.append(Guard("duplicate_cassette", a.label,
                                   f"backends {b.label} and {a.label} resolve to {why}: comparing a cassette with "
                                   f"itself measures nothing — give each backend its own cassette"))
+
+
+def _answers(path: Path) -> list[str] | None:
+    """A cassette's answers, member by member, without what differs between two recordings of the same
+    thing (timestamps, latency, the label's model name); None when it holds none."""
+    import json
+
+    try:
+        records = Cassette.load(path).records
+    except CassetteError:
+        return None
+    answers = sorted(json.dumps([r.get("member"), r.get("call_type"), (r.get("response") or {}).get("content"),
+                                 (r.get("response") or {}).get("record")], sort_keys=True) for r in records)
+    return answers or None
+
+
+def duplicate_recordings(resolved: Iterable[Resolved]) -> str | None:
+    """After a recording run: two cassettes this run recorded afresh whose answers are byte-identical, member
+    by member (one model recorded twice under two labels, by mistake) — the message naming both labels, or
+    None. Timestamps and latencies always differ between two recordings; the answers of two models do not
+    all coincide."""
+    fresh = [(r, answers) for r in resolved if r.fresh and r.cassette is not None
+             and (answers := _answers(r.cassette)) is not None]
+    for i, (a, sa) in enumerate(fresh):
+        for b, sb in fresh[:i]:
+            if sa == sb:
+                return (f"backends {b.label} and {a.label} recorded byte-identical answers ({b.cassette} and "
+                        f"{a.cassette}): the same model recorded twice under two labels? Their results are not two "
+                        f"measurements — record each backend from its own model")
+    return None
 
 
 def all_guards(resolved: Iterable[Resolved]) -> list[Guard]:
@@ -240,6 +272,7 @@ class BackendPlan:
     pass_usd: float = 0.0  # one pass: each call sent once, billed its max_tokens
     max_retries: int = 0
     notes: list[str] = field(default_factory=list)
+    not_covered: list[str] = field(default_factory=list)  # member keys the replayed cassette has no recording of
 
 
 @dataclass
@@ -272,6 +305,8 @@ class Plan:
             line = f"  {b.label}: {b.mode} {b.spec}{where} — {b.requests} requests"
             if b.mode in ("replay", "record"):
                 line += f", {b.replay_hits} replayed"
+            if b.not_covered:
+                line += f", {len(b.not_covered)} not covered"
             if b.mode in ("live", "record"):
                 cost = (f"≤ ${b.est_usd:.4f} (one pass ~${b.pass_usd:.4f})" if b.priced
                         else f"cost unknown ({_unpriced_why(b.kind, b.model)})")
@@ -320,12 +355,13 @@ def price_guard(r: Resolved, table: PriceTable) -> Guard | None:
 
 
 def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: PriceTable | None = None, *,
-         require_prices: bool = False, judge: Resolved | None = None) -> Plan:
+         require_prices: bool = False, judge: Resolved | None = None, strict_replay: bool = False) -> Plan:
     """What a run of `requests` through every resolved backend (and `judge`, whose requests depend on the
     extractions: guards only) would do. Makes no calls, writes nothing.
 
     `require_prices` (a dry run, or --max-usd, without --allow-unpriced): every backend that would call
-    something, and a live judge, must have a price (`price_guard`)."""
+    something, and a live judge, must have a price (`price_guard`). A replayed request with no recording is
+    `not covered` (listed, its member left out; `evalkit.status`); with `strict_replay`, a guard."""
     from .live import call_budgets
 
     table = prices or default_table()
@@ -362,7 +398,12 @@ def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: Pric
         notes = list(r.notes)
         if r.via_env:
             notes.append(f"{r.mode} chosen by {r.via_env}")
-        if misses and cas is not None:
+        not_covered = [] if strict_replay else [req.member for req, _ in misses]
+        if not_covered:
+            members = ", ".join(not_covered[:5]) + (" ..." if len(not_covered) > 5 else "")
+            notes.append(f"{len(not_covered)} member(s) not covered by {r.cassette} ({members}): not scored; "
+                         "--strict-replay makes a miss abort the run")
+        elif misses and cas is not None:
             first_req, first_key = misses[0]
             members = ", ".join(m.member for m, _ in misses[:5]) + (" ..." if len(misses) > 5 else "")
             guards.append(Guard("cassette_miss", r.label,
@@ -373,7 +414,8 @@ def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: Pric
             cassette=str(r.cassette) if r.cassette else None,
             cassette_records=len(cas) if cas is not None else (0 if r.cassette else None),
             requests=len(requests), replay_hits=hits, calls=calls, est_input_tokens=tok_in, est_output_tokens=tok_out,
-            est_usd=usd, priced=_priced(r, table), pass_usd=pass_usd, max_retries=retries, notes=notes))
+            est_usd=usd, priced=_priced(r, table), pass_usd=pass_usd, max_retries=retries, notes=notes,
+            not_covered=not_covered))
     if judge is not None:
         guards += judge.guards
         if require_prices and (unpriced := price_guard(judge, table)):

@@ -57,6 +57,9 @@ class _Group(click.Group):
 @click.version_option(__version__, prog_name="evalkit")
 def main() -> None:
     """Measure how well an LLM extracts structured data from documents."""
+    from ..backends.cassette import env_cassette
+
+    env_cassette()  # EVALKIT_RECORD_LLM and EVALKIT_REPLAY_LLM both set: every command refuses at once (exit 2)
     if threading.current_thread() is threading.main_thread():
         from ..interrupt import handle_signals
 

@@ -10,7 +10,7 @@ import click
 
 from ..errors import EXIT_OK, UsageError
 from .app import main
-from .options import BACKEND, BOARD, CORPUS, SOURCES, SWEEP_OPTIONS, TASKS, run_options
+from .options import BACKEND, BOARD, CORPUS, SCOPE_OPTIONS, SOURCES, SWEEP_OPTIONS, TASKS, run_options
 from .summary import print_summary
 
 
@@ -27,6 +27,7 @@ def _stamp() -> str:
 @click.option("--update-scoreboard", "update_board", is_flag=True, help="Write the scored members into the scoreboard.")
 @BOARD
 @SWEEP_OPTIONS
+@SCOPE_OPTIONS
 def sweep_cmd(backends, **given):
     """Run every member of every selected task in worker processes; skip members whose outputs are current.
 

@@ -75,6 +75,18 @@ SWEEP_OPTIONS = apply(
     click.option("--html/--no-html", default=False, help="Render each member's HTML (default: no)."),
 )
 
+# `evalkit run` and `evalkit sweep`: which members of each task, the task settings overridden, replay misses
+SCOPE_OPTIONS = apply(
+    click.option("--limit", type=click.IntRange(1), default=None, help="Only the first N members of each task (id order)."),
+    click.option("--sample", type=click.IntRange(1), default=None,
+                 help="N members of each task drawn at random (seeded: --seed; recorded with the run)."),
+    click.option("--seed", "sample_seed", type=int, default=None, help="The seed of --sample (default: fixed)."),
+    click.option("--set", "set_", multiple=True, metavar="KEY=VALUE",
+                 help="Override a task setting (max_tokens, temperature; repeatable): recorded in every run block."),
+    click.option("--strict-replay", is_flag=True,
+                 help="A replay miss aborts the run (exit 6); default: those members are `not covered`, the rest scored."),
+)
+
 JUDGE_OPTIONS = apply(
     click.option("--reference", default=None, metavar="LABEL",
                  help="Score every other backend against LABEL's extractions instead of the truth (for a corpus "
@@ -107,6 +119,11 @@ def run_options(*, corpus: Path | None, sources: Path | None, tasks=(), only=(),
     corpus = Path(corpus or DEFAULT_CORPUS)
     if "record" in given:
         given["record"] = list(given["record"])
+    if "set_" in given:  # SCOPE_OPTIONS
+        from ..models import parse_settings
+
+        given["settings"] = parse_settings(given.pop("set_"))
+        given["seed"] = given.pop("sample_seed")
     opts = RunOptions(corpus=corpus, sources=sources_dir(sources), tasks=list(tasks) or None, only=list(only) or None,
                       backends=list(backends), board=(board or board_path(corpus)) if update_board else None,
                       history=True, **given)

@@ -12,8 +12,8 @@ from ..backends.spec import default_specs
 from ..errors import EXIT_OK, EvalkitError, UsageError
 from ..runfolder import INDEX
 from .app import main
-from .options import (ALLOW_UNPRICED, BACKEND, CORPUS, JUDGE_OPTIONS, MAX_CONCURRENCY, RUN_OPTIONS, SOURCES, apply,
-                      run_options)
+from .options import (ALLOW_UNPRICED, BACKEND, CORPUS, JUDGE_OPTIONS, MAX_CONCURRENCY, RUN_OPTIONS, SCOPE_OPTIONS,
+                      SOURCES, apply, run_options)
 from .summary import print_summary, printer
 
 
@@ -62,13 +62,15 @@ RECORD = click.option("--record", multiple=True, metavar="NAME=PATH",
 @click.option("--backend", "backends", multiple=True, type=BACKEND, metavar="NAME=SPEC", help=BACKEND_HELP)
 @RECORD
 @click.option("--dry-run", is_flag=True,
-              help="Resolve backends and show calls, an upper bound of the cost, and guards; call nothing.")
+              help="Resolve backends and show calls, an upper bound of the cost, and guards; call nothing (exit 0).")
+@click.option("--strict", is_flag=True, help="With --dry-run: exit with the code of a guard that would abort the run.")
 @click.option("--max-usd", type=click.FloatRange(0), default=None, help="Stop before a call would pass this spend.")
 @ALLOW_UNPRICED
 @click.option("--prices", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Price table (YAML/JSON) overriding the built-in one (or $EVALKIT_PRICES).")
 @JUDGE_OPTIONS
 @RUN_OPTIONS
+@SCOPE_OPTIONS
 def run_cmd(backends, **given):
     """Extract, score and report every selected member; exit 0 only if all pass."""
     sys.exit(_run(run_options(backends=backends or default_specs(), **given)))
@@ -125,23 +127,39 @@ def compare_cmd(run_dir, backends, show, **given):
 @main.command("report")
 @click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True), required=False)
 @click.option("--byom", is_flag=True, help="Render the published BYOM scoreboard instead of a run.")
+@click.option("--scoreboard", is_flag=True,
+              help="Render the corpus's committed scoreboard (with its band and what changed since its previous "
+                   "commit) instead of a run.")
+@CORPUS
 @click.option("--board", type=click.Path(path_type=Path), default=None, help="BYOM board file.")
-@click.option("--out", type=click.Path(path_type=Path), default=None, help="HTML file for --byom.")
-def report_cmd(run_dir, byom, board, out):
-    """Re-render the HTML of an existing run folder (or, with --byom, the BYOM board)."""
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="HTML file for --byom or --scoreboard.")
+@click.option("--bundle", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Also write the whole run as this one self-contained HTML file (to attach to an email).")
+def report_cmd(run_dir, byom, scoreboard, corpus, board, out, bundle):
+    """Re-render the HTML of an existing run folder (or, with --byom, the BYOM board; with --scoreboard, the
+    corpus's scoreboard)."""
     if byom:
         from ..publish import write_byom_report
 
         click.echo(f"Report: {write_byom_report(board, out)}")
         return
+    if scoreboard:
+        from ..boardpage import write_board_report
+
+        click.echo(f"Report: {write_board_report(corpus, out)}")
+        return
     if run_dir is None:
-        raise UsageError("give a RUN_DIR, or --byom")
+        raise UsageError("give a RUN_DIR, --scoreboard or --byom")
     from ..render import render_run
     from ..summary import write_summary
 
     write_summary(run_dir)  # what the folder holds now (runs into it add up): the index reads it
     render_run(run_dir)
     click.echo(f"Report: {run_dir / INDEX}")
+    if bundle is not None:
+        from ..bundle import bundle_run
+
+        click.echo(f"Bundle: {bundle_run(run_dir, bundle)}")
 
 
 @main.command("diff")

@@ -18,7 +18,7 @@ import sys
 import click
 
 from ..runfolder import INDEX
-from ..status import ERROR, REFUSED, SCORED, SKIPPED
+from ..status import ERROR, NOT_COVERED, REFUSED, SCORED, SKIPPED, shown
 
 
 def pct(x: float | None) -> str:
@@ -29,7 +29,7 @@ def _outcome_lines(name: str, o: Any, tag: str = "") -> list[str]:
     if o.status == SCORED:
         verdict = {True: " PASS", False: " FAIL", None: ""}[o.passed]
         return [f"{name} … {pct(o.score)}{verdict}{tag}", *(f"      ↳ {note}" for note in o.notes)]
-    return [f"{name} … {o.status.upper()}", f"      ↳ {o.why}"]
+    return [f"{name} … {shown(o.status)}", f"      ↳ {o.why}"]
 
 
 def verdict_line(o: Any, n: int, total: int, multi: bool) -> str:
@@ -65,11 +65,24 @@ def members_line(outs: list[Any]) -> str:
     if scores:
         line += f" · mean score {pct(sum(scores) / len(scores)).strip()}" + (f" (over {len(scores)} scored)"
                                                                                if errors else "")
-    for status in (SKIPPED, REFUSED):
+    for status in (SKIPPED, REFUSED, NOT_COVERED):
         n = sum(o.status == status for o in outs)
         if n:
-            line += f" · {n} {status}"
+            line += f" · {n} {shown(status).lower()}"
     return line
+
+
+def heldout_lines(outs: list[Any]) -> list[str]:
+    """Every corpus mean twice when held-out members were scored: ``tuned: …`` and ``held-out: …``."""
+    scored = [o for o in outs if o.status == SCORED]
+    if not any(getattr(o, "heldout", False) for o in scored):
+        return []
+    lines = []
+    for name, group in (("tuned", [o for o in scored if not o.heldout]), ("held-out", [o for o in scored if o.heldout])):
+        scores = [o.score for o in group if o.score is not None]
+        lines.append(f"{name}: {sum(o.passed is True for o in group)}/{len(group)} passed"
+                     + (f" · mean score {pct(sum(scores) / len(scores)).strip()}" if scores else ""))
+    return lines
 
 
 def print_summary(result: Any, echo: Callable[[str], Any] = click.echo) -> None:
@@ -105,13 +118,16 @@ def print_summary(result: Any, echo: Callable[[str], Any] = click.echo) -> None:
         for label in backends:
             which = f"{task} [{label}] " if sweep and multi else f"{task} " if sweep else f"[{label}] " if multi else ""
             echo(f"  {which}{members_line([o for o in outs if o.backend == label])}")
+            for line in heldout_lines([o for o in outs if o.backend == label]):
+                echo(f"    {line}")
     if sweep:
         ran = sum(m.status == "ran" for m in result.members)
         current = sum(m.status == "current" for m in result.members)
-        count = {s: sum(o.status == s for o in outcomes) for s in (SCORED, ERROR, SKIPPED)}
+        count = {s: sum(o.status == s for o in outcomes) for s in (SCORED, ERROR, SKIPPED, NOT_COVERED)}
         echo(f"Sweep: {len(result.members)} member(s): {ran} run, {current} current (skipped), "
              f"{count[SCORED]} scored, {count[ERROR]} error(s), {count[SKIPPED]} skipped (source missing), "
-             f"{len(result.failures)} failure(s)")
+             + (f"{count[NOT_COVERED]} not covered (no recording), " if count[NOT_COVERED] else "")
+             + f"{len(result.failures)} failure(s)")
         if result.failures:
             echo("Failures:")
             for line in result.failures:

@@ -37,7 +37,7 @@ from .normalize import (
 )
 from .text import normalize
 
-Kind = Literal["id", "text", "enum", "number", "date", "duration", "set", "parties", "conditions"]
+Kind = Literal["id", "text", "exact_text", "enum", "number", "date", "duration", "set", "parties", "conditions", "terms"]
 CONDITION_TOLERANCE = 0.001  # numbers inside conditions are mostly rates; exact equality is too strict
 
 
@@ -46,11 +46,30 @@ class FieldSpec(Strict):
     weight: float = Field(1.0, gt=0)
     tolerance: float | None = Field(None, ge=0)
     identifier: bool = False  # a value the source text does not state is HALLUCINATED (normalize.states_id)
+    # kind `terms` only: each term's fields, and the fields that pair extracted terms with truth terms
+    fields: dict[str, "FieldSpec"] | None = None
+    align_by: list[str] = Field(default_factory=list)
+    tie_by: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _terms_legal(self) -> "FieldSpec":
+        if self.kind != "terms":
+            if self.fields is not None or self.align_by or self.tie_by:
+                raise ValueError(f"fields, align_by and tie_by are only allowed for kind terms, not {self.kind}")
+            return self
+        if not self.fields:
+            raise ValueError("kind terms needs `fields`: each term's fields and their kinds")
+        if any(f.kind == "terms" for f in self.fields.values()):
+            raise ValueError("terms cannot nest terms")
+        unknown = sorted({f for f in [*self.align_by, *self.tie_by] if f not in self.fields})
+        if unknown:
+            raise ValueError(f"align_by / tie_by name fields not in the term's `fields`: {', '.join(unknown)}")
+        return self
 
     @model_validator(mode="after")
     def _legal(self) -> "FieldSpec":
-        if self.identifier and self.kind not in ("id", "text"):
-            raise ValueError(f"identifier: true is only allowed for kind id or text, not {self.kind}")
+        if self.identifier and self.kind not in ("id", "text", "exact_text"):
+            raise ValueError(f"identifier: true is only allowed for kind id, text or exact_text, not {self.kind}")
         if self.tolerance is not None and self.kind not in ("number", "conditions"):
             raise ValueError(f"tolerance is only allowed for kind number or conditions, not {self.kind}")
         return self
@@ -117,6 +136,14 @@ def _cmp_text(e: Any, g: Any, _: FieldSpec) -> tuple[bool, str]:
     if ne == ng:
         return True, "equal after normalization"
     return False, f"texts differ after normalization: {ne!r} vs {ng!r}"
+
+
+def _cmp_exact_text(e: Any, g: Any, _: FieldSpec) -> tuple[bool, str]:
+    """Text to be copied exactly (a contract name, markup included): only whitespace runs are collapsed."""
+    ne, ng = " ".join(str(e).split()), " ".join(str(g).split())
+    if ne == ng:
+        return True, "equal after whitespace normalization"
+    return False, f"texts differ (compared exactly, whitespace collapsed): {ne!r} vs {ng!r}"
 
 
 def _parsed(e: Any, g: Any, parse: Callable[[Any], Any], what: str) -> tuple[Any, Any, tuple[bool, str] | None]:
@@ -281,6 +308,7 @@ COMPARE: dict[str, Compare] = {
     "id": _cmp_id,
     "enum": _cmp_id,
     "text": _cmp_text,
+    "exact_text": _cmp_exact_text,
     "number": _cmp_number,
     "date": _cmp_date,
     "duration": _cmp_duration,
@@ -291,6 +319,50 @@ COMPARE: dict[str, Compare] = {
 
 
 # ---------------------------------------------------------------- the scorer
+
+
+def _terms_rows(ctx: ScoreContext, name: str, spec: FieldSpec, exp: Any, got: Any, source: list[str] | None,
+                penalty: float) -> list[dict]:
+    """Kind `terms`: truth and extracted terms aligned (scoring/terms.py), then one row per field of
+    each pair (`terms[1].term_rate`, numbered by the truth term); a truth term nothing aligns with gives
+    its fields as missing, an extracted term aligned with nothing its fields as extra (or hallucinated)."""
+    from .terms import align, as_terms
+
+    subs = spec.fields or {}
+    expected, extracted = as_terms(exp), as_terms(got)
+    if not expected and not extracted:
+        return [_row(ctx, name, spec, exp, got, source, penalty)]  # both empty: one matching row
+
+    def same(f: str, e: Any, g: Any) -> bool:
+        if is_missing(e) or is_missing(g):
+            return is_missing(e) and is_missing(g)
+        return COMPARE[subs[f].kind](e, g, subs[f])[0]
+
+    found = align(expected, extracted, same, spec.align_by, spec.tie_by)
+    rows: list[dict] = []
+    for i, j in found.pairs:
+        e, g = expected[i], extracted[j]
+        rows += [_row(ctx, f"{name}[{i + 1}].{f}", sub, e.get(f), g.get(f), source, penalty) for f, sub in subs.items()]
+    for i in found.missing:
+        for f, sub in subs.items():
+            row = _row(ctx, f"{name}[{i + 1}].{f}", sub, expected[i].get(f), None, source, penalty)
+            rows.append(row | {"outcome": "missing", "credit": 0.0,
+                               "reason": f"truth term {i + 1} has no extracted term aligned with it"})
+    for n, j in enumerate(found.extra, 1):
+        for f, sub in subs.items():
+            row = _row(ctx, f"{name}[extra {n}].{f}", sub, None, extracted[j].get(f), source, penalty)
+            if row["outcome"] != "hallucinated":
+                row |= {"outcome": "extra", "credit": 0.0,
+                        "reason": f"extracted term {j + 1} aligns with no term of the truth"}
+            rows.append(row)
+    return rows
+
+
+def _field_rows(ctx: ScoreContext, name: str, spec: FieldSpec, exp: Any, got: Any, source: list[str] | None,
+                penalty: float) -> list[dict]:
+    if spec.kind == "terms":
+        return _terms_rows(ctx, name, spec, exp, got, source, penalty)
+    return [_row(ctx, name, spec, exp, got, source, penalty)]
 
 
 def _row(ctx: ScoreContext, name: str, spec: FieldSpec, exp: Any, got: Any, source: list[str] | None,
@@ -352,8 +424,10 @@ def score(extraction: Any, truth: FieldsTruth, ctx: ScoreContext) -> ScoreResult
     source = document_keys(ctx.source_text or "")
 
     rows = [
-        _row(ctx, name, spec, truth.record.get(name), got_of.get(name), source, opts.hallucination_penalty)
+        row
         for name, spec in opts.fields.items()
+        for row in _field_rows(ctx, name, spec, truth.record.get(name), got_of.get(name), source,
+                               opts.hallucination_penalty)
     ]
     total_weight = math.fsum(r["weight"] for r in rows)
     headline = ratio(math.fsum(r["credit"] for r in rows), total_weight)

@@ -30,20 +30,22 @@ one) so a researcher can adjust it before passing it to :func:`chart`.
 The modules: `base` (formatting, escaped primitives), `charts` (static SVG + PNG
 bundles, outcome charts), `sections` (what every shape's pages reuse), `fields`,
 `graph`, `tree` and `generic` (one shape's score and report views each) and
-`pages` (the extract, score and report pages, the trend). This package is their
+`pages` (the extract, score and report pages, the trend), `member` (the member page's document with the
+extracted values located in it, the rendered prompt, the raw response). This package is their
 one namespace: use the names below from ``evalkit.views``.
 """
 
 from __future__ import annotations
 
-from . import base, charts, fields, generic, graph, pages, sections, tree  # noqa: F401 (the submodules, for patching and direct use)
+from . import base, charts, fields, generic, graph, member, pages, sections, tree  # noqa: F401 (the submodules, for patching and direct use)
 from .base import NULL, SET_ASIDE, SUCCESS, figure, fmt, heading, items_frame, kv, para, show_json, table, text, verdict
 from .charts import (OUTCOME_COLORS, OUTCOMES, chart, chart_bundle, field_outcome_chart, outcome_distribution,
                      score_heatmap)
 from .fields import accuracy_heatmap, fields_report, fields_view
 from .generic import items_report, items_view
 from .graph import graph_axis_table, graph_report, graph_view
-from .pages import notes, record, report_page, report_summary, run_block, score_page, summary, trend
+from .member import document, prompt, response
+from .pages import all_items, notes, record, report_page, report_summary, run_block, score_page, summary, trend
 from .sections import gate, members_table, metrics_table, mismatches, set_aside
 from .tree import (FAMILY_ORDER, edge_graph_chart, family_figures, family_score_chart, ordered_families,
                    site_table, tree_report, tree_view)
@@ -56,4 +58,5 @@ __all__ = [
     "family_score_chart", "site_table", "edge_graph_chart", "ordered_families", "FAMILY_ORDER",
     "report_page", "fields_report", "graph_report", "tree_report", "items_report", "trend",
     "members_table", "report_summary", "accuracy_heatmap", "score_heatmap", "outcome_distribution",
+    "document", "prompt", "response", "all_items",
 ]

@@ -113,25 +113,39 @@ def _as_frame(data: Any, columns: list[str] | None = None) -> pd.DataFrame:
 
 
 def table(data: Any, columns: list[str] | None = None, max_chars: int = MAX_CHARS,
-          empty: str = "(none)") -> None:
+          empty: str = "(none)", links: Mapping[str, list[str | None]] | None = None, kind: str = "table") -> None:
     """Display rows (a DataFrame, or an iterable of dicts) as an escaped HTML table.
 
     Every cell is turned into text first (see :func:`fmt`), so nested values,
-    long strings and nulls all show the same way in Lab and in HTML.
+    long strings and nulls all show the same way in Lab and in HTML. `links`: per
+    column, one relative link per row (None: no link) that its cells point to. `kind` "kv": a
+    key/value listing, which the page's script leaves unsorted and unfiltered.
     """
+    import html as _html
+    from urllib.parse import quote
+
+    classes = "evalkit-table" + (" ek-kv" if kind == "kv" else "")
     df = _as_frame(data, columns)
     if df.empty:
         print(empty)
         return
     shown = pd.DataFrame({str(c): [fmt(None if _is_null(v) else v, max_chars) for v in df[c]] for c in df.columns},
                          columns=[str(c) for c in df.columns])
-    html = shown.to_html(escape=True, index=False, border=0, classes="evalkit-table", na_rep="")
+    if links:  # escaped here, cell by cell, so the anchors can be markup
+        cells = shown.map(lambda v: _html.escape(v, quote=True))
+        for column, hrefs in links.items():
+            if column in cells.columns:
+                cells[column] = [v if h is None else f'<a href="{_html.escape(quote(h), quote=True)}">{v}</a>'
+                                 for v, h in zip(cells[column], hrefs)]
+        html = cells.to_html(escape=False, index=False, border=0, classes=classes, na_rep="")
+    else:
+        html = shown.to_html(escape=True, index=False, border=0, classes=classes, na_rep="")
     IPython.display.display({"text/html": html, "text/plain": shown.to_string(index=False)}, raw=True)
 
 
 def kv(mapping: Mapping[str, Any], key: str = "key", value: str = "value") -> None:
     """A two-column key/value table."""
-    table([{key: k, value: v} for k, v in mapping.items()], empty="(empty)")
+    table([{key: k, value: v} for k, v in mapping.items()], empty="(empty)", kind="kv")
 
 
 # --------------------------------------------------------------------------- results and items

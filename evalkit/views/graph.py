@@ -12,7 +12,7 @@ from .. import report as _report
 from .base import NULL, _get, figure, fmt, heading, items_frame, para, table
 from . import charts
 from .charts import field_outcome_chart, outcome_distribution, score_heatmap
-from .sections import _member_columns, _outcome_summary, _problems_first, _set_aside_line, gate
+from .sections import _member_columns, linked_members, _outcome_summary, _problems_first, _set_aside_line, gate
 
 
 # --------------------------------------------------------------------------- score view
@@ -119,7 +119,7 @@ def graph_report(members: pd.DataFrame, items: pd.DataFrame) -> None:
     heading("Members")
     para(f"Strict precision, recall and F1 per member and backend; {NULL}: undefined (an empty denominator) "
          "or not judged yet (judged figures stay null until a judge has looked at the result).")
-    table(_member_columns(members, names), empty="(no scored members)")
+    linked_members(_member_columns(members, names))
     heading("Corpus")
     para("Per backend and axis. Micro: precision, recall and F1 from the members' summed tp / fp / fn; macro: "
          "the mean of the members' non-null F1 (members: how many had one; for the summary, the mean token F1 "

@@ -20,6 +20,8 @@ def run_block(extraction: Mapping[str, Any]) -> None:
     """Who answered and what it cost: backend, model, parse outcome, tokens, usd, latency."""
     run = extraction.get("run") or {}
     backend = extraction.get("backend") or {}
+    # A replayed call made no live call (its `calls` is 0): say so, and that its figures are the recording's.
+    recorded = " (recorded)" if run.get("replayed") else ""
     rows = {
         "member": extraction.get("member"),
         "backend": backend.get("label"),
@@ -28,14 +30,13 @@ def run_block(extraction: Mapping[str, Any]) -> None:
         # schema_invalid: where the record breaks the task's output schema (each row's `schema` column says how)
         "schema violations": ", ".join(dict.fromkeys(v["path"] for v in run["schema_violations"]))
         if run.get("schema_violations") else None,
-        "input tokens": run.get("input_tokens"),
-        "output tokens": run.get("output_tokens"),
+        f"input tokens{recorded}": run.get("input_tokens"),
+        f"output tokens{recorded}": run.get("output_tokens"),
         "usd": run.get("usd"),
-        "latency s": run.get("latency_s"),
-        "calls": run.get("calls"),
+        f"latency s{recorded}": run.get("latency_s"),
+        "call": "replayed from the cassette" if run.get("replayed") else run.get("calls"),
         "finish reason": run.get("finish_reason"),
         "truncated": run.get("truncated"),
-        "replayed": run.get("replayed"),
         "error": run.get("error"),
     }
     failed = failure_of(extraction)
@@ -71,6 +72,15 @@ def summary(result: Any) -> None:
     score = "n/a" if score is None else f"{score:.3f}"
     headline = (_get(result, "details") or {}).get("headline")
     print(f"score {score}   verdict {verdict(_get(result, 'passed'))}" + (f"   (score = {headline})" if headline else ""))
+
+
+def all_items(result: Any) -> None:
+    """The whole item table, problems first (the page's script sorts it and filters it: failures only, by
+    field, by outcome)."""
+    from .sections import _problems_first
+
+    df = items_frame(result)
+    table(_problems_first(df).drop(columns=[c for c in ("member",) if c in df.columns]), empty="(no items)")
 
 
 def notes(result: Any) -> None:

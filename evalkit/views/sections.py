@@ -110,7 +110,20 @@ def members_table(members: pd.DataFrame) -> None:
     if "score" in df.columns:
         df["score"] = ["ERROR" if e else "" if _is_null(s) else f"{s:.3f}" for s, e in zip(df["score"], errored)]
     columns = [c for c in MEMBER_COLUMNS if c in df.columns and (c != "cause" or errored.any())]
-    table(df, columns, empty="(no scored members)")
+    table(df, columns, empty="(no scored members)", links={"member": member_pages(df)})
+
+
+def member_pages(members: pd.DataFrame) -> list[str | None]:
+    """Each member row's score page, relative to the task report (from its ``path``: the score.json)."""
+    from ..runfolder import SCORE_NB, page
+
+    paths = members["path"] if "path" in members.columns else [None] * len(members)
+    return [None if _is_null(p) else f"{str(p).rsplit('/', 1)[0]}/{page(SCORE_NB).name}" for p in paths]
+
+
+def linked_members(rows: pd.DataFrame, empty: str = "(no scored members)") -> None:
+    """A table of member rows (from `_member_columns`) whose member names link to their score pages."""
+    table(rows.drop(columns=["path"]), empty=empty, links={"member": member_pages(rows)})
 
 
 def _member_columns(members: pd.DataFrame, names: dict[str, str]) -> pd.DataFrame:
@@ -121,8 +134,10 @@ def _member_columns(members: pd.DataFrame, names: dict[str, str]) -> pd.DataFram
         r = scored.get((m["member"], m["backend"]))
         if r is not None:
             rows.append({"member": r["member"], "backend": r["backend"], "score": figure(r["score"]),
-                         "verdict": r["verdict"], **{t: figure(r["metrics"].get(n)) for t, n in names.items()}})
+                         "verdict": r["verdict"], **{t: figure(r["metrics"].get(n)) for t, n in names.items()},
+                         "path": m.get("path")})
         elif m.get("verdict") == "ERROR":
             rows.append({"member": m["member"], "backend": m["backend"], "score": "ERROR",
-                         "verdict": f"ERROR ({m.get('cause')})", **{t: figure(None) for t in names}})
-    return pd.DataFrame(rows, columns=["member", "backend", "score", "verdict", *names])
+                         "verdict": f"ERROR ({m.get('cause')})", **{t: figure(None) for t in names},
+                         "path": m.get("path")})
+    return pd.DataFrame(rows, columns=["member", "backend", "score", "verdict", *names, "path"])

@@ -14,7 +14,7 @@ from .. import report as _report
 from .base import NULL, SET_ASIDE, _get, _is_null, figure, heading, items_frame, para, table
 from . import charts
 from .charts import _alt, _outcome_domain, _outcome_scale, outcome_distribution, score_heatmap
-from .sections import _member_columns, _outcome_summary, _problems_first, set_aside
+from .sections import _member_columns, linked_members, _outcome_summary, _problems_first, set_aside
 
 
 # --------------------------------------------------------------------------- families
@@ -252,7 +252,7 @@ def tree_report(members: pd.DataFrame, items: pd.DataFrame) -> None:
     families = _report_families(members, items)
     heading("Members")
     para(f"Each member's score and family scores, per backend; {NULL}: nothing of that family asserted.")
-    table(_member_columns(members, {f: f"{f}_score" for f in families}), empty="(no scored members)")
+    linked_members(_member_columns(members, {f: f"{f}_score" for f in families}))
     heading("Corpus mean per metric")
     para("Each metric's mean over the members where it is defined (a null figure is left out, not "
          f"counted as 0), per backend, family by family; {NULL}: defined for no member.")

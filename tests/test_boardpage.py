@@ -1,0 +1,67 @@
+"""`evalkit report --scoreboard`: the committed standings, the band, and what changed since the last commit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from conftest import HOSTILE_IMG, HOSTILE_SCRIPT
+from evalkit import chrome
+from evalkit.boardpage import board_changes, previous_board
+from evalkit.cli import main
+from test_render import inline, policy, sha256_source, tags
+
+
+def _entry(score: float, passed: bool) -> dict:
+    return {"metrics": {"score": score, "field_accuracy": score}, "passed": passed, "settings": {"max_tokens": 64},
+            "run": {"model": "m", "date": "2026-11-30T10:28:35+00:00", "input_tokens": 10, "output_tokens": 2,
+                    "usd": 0.0, "latency_s": 1.5, "replayed": True, "run_id": "sweep-x"}}
+
+
+def _board(entries: dict) -> dict:
+    tasks: dict = {}
+    for (task, member, backend), e in entries.items():
+        tasks.setdefault(task, {}).setdefault(member, {})[backend] = e
+    return {"schema_version": 1, "tasks": tasks}
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", *args], cwd=cwd, check=True,
+                   capture_output=True)
+
+
+def test_board_changes_lists_added_removed_flipped_and_moved():
+    before = _board({("t", "a", "x"): _entry(0.5, False), ("t", "b", "x"): _entry(0.9, True),
+                     ("t", "c", "x"): _entry(0.2, False), ("t", "d", "x"): _entry(0.3, False)})
+    after = _board({("t", "a", "x"): _entry(0.95, True), ("t", "b", "x"): _entry(0.9, True),
+                    ("t", "c", "x"): _entry(0.25, False), ("t", "e", "x"): _entry(0.1, False)})
+    changes = {(c["member"], c["change"]) for c in board_changes(before, after)}
+    assert changes == {("a", "verdict FAIL → PASS"), ("c", "score"), ("d", "removed"), ("e", "added")}
+
+
+def test_report_scoreboard_renders_standings_band_and_changes_since_the_last_commit(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    board = corpus / "scoreboard.json"
+    board.write_text(json.dumps(_board({("memos", "a", "gemma"): _entry(0.5, False)})))
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "commit", "-qm", "board")
+    assert previous_board(board)[0] is None  # never changed: nothing to compare with
+    board.write_text(json.dumps(_board({("memos", "a", "gemma"): _entry(0.75, True),
+                                        ("memos", HOSTILE_IMG, HOSTILE_SCRIPT): _entry(0.1, False)})))
+    (corpus / "band.json").write_text(json.dumps({"schema_version": 1, "tasks": {"memos": {"members": 2, "metrics": {
+        "field_accuracy": {"band": 0.02, "ci": [0.25, 0.75], "gated": True, "mean": 0.5, "spread": 0.0}}}}}))
+    out = tmp_path / "board.html"
+    result = CliRunner().invoke(main, ["report", "--scoreboard", "--corpus", str(corpus), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    html = out.read_text(encoding="utf-8")
+    assert "2 entries changed since" in html and "verdict FAIL → PASS" in html and ">added<" in html
+    assert "[0.250, 0.750]" in html and ">field_accuracy<" in html  # the band of the gated metric
+    assert ">PASS<" in html and "2026-11-30 10:28" in html and "{&quot;max_tokens&quot;: 64}" in html
+    assert "&lt;img src=x" in html and "<img" not in html and "&lt;/script&gt;&lt;script&gt;" in html
+    assert inline(html, "script") == [chrome.script()] and sha256_source(chrome.script()) in policy(html)
+    assert not [t for t, _ in tags(html) if t in ("img", "iframe")]
