@@ -171,6 +171,10 @@ def backend_line(entry: Mapping[str, Any], headline: str) -> str:
         if ci:
             line += f" [{_pct(ci[0])}, {_pct(ci[1])}]"
         line += f" over {fig['n']} scored"
+    held = entry.get("heldout")
+    if held:  # reported apart, never in the mean above
+        hf = held["metrics"][name] if name != "score" and name in held["metrics"] else held["score"]
+        line += f" · held out {held['scored']}: mean {_pct(hf.get('mean'))}"
     if entry["skipped"]:
         line += f" · {len(entry['skipped'])} skipped"
     if entry["not_covered"]:

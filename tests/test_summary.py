@@ -66,7 +66,7 @@ def test_summarize_counts_means_cis_heldout_and_calls():
     assert x["calls"]["calls"] == 5 and x["calls"]["errors"] == 1 and x["calls"]["usd"] == 0.5
     assert x["calls"]["latency_p50"] is not None
     line = backend_line(x, "score")
-    assert line.startswith("x: 1/5 passed · 1 error · mean score 50.0% [") and "over 3 scored · 1 skipped" in line
+    assert line.startswith("x: 1/5 passed · 1 error · mean score 50.0% [") and "over 3 scored · held out 1: mean 25.0% · 1 skipped" in line
 
 
 @pytest.fixture
