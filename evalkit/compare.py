@@ -1,17 +1,26 @@
 """Backends side by side for one task of a run: what ``compare.ipynb`` shows, and `evalkit compare`.
 
-Everything here reads the run folder only (run.json, each member's
-extraction.json / score.json / judgments.json, the task's pairwise.json):
+Everything here reads the run folder only (run.json, summary.json, each member's
+extraction.json / score.json / judgments.json, the task's pairwise.json). For every shape:
+
+* `summary_table`: per backend passed/N, errors, skipped and the headline's mean with its CI, from
+  summary.json (`evalkit.summary`);
+* `paired`: the first backend against each other over the members both scored (`evalkit.delta`):
+  every metric's mean difference with a paired bootstrap CI and sign-flip p, the one-line statement
+  (with the task's noise band when band.json has one), per-field accuracy (flat fields), verdict flips
+  and the items whose outcome changed; `nothing_comparable` says why a task has none;
+* `calls_table`: per backend, latency percentiles, error rate, structured-
+  output counts (parse outcomes), tokens and USD (`evalkit.pool.summarize_calls`
+  over the extraction calls' run blocks), and, under a strict ontology,
+  vocabulary compliance.
+
+Graph tasks add:
 
 * `f1_table`: per backend and axis, strict and judged micro F1 with a
   bootstrap confidence interval over members (`evalkit.stats.micro_f1_ci`:
   members resampled with replacement, micro F1 recomputed from the
   resample's summed tp/fp/fn; a fixed seed, so the same run gives the same
-  interval);
-* `calls_table`: per backend, latency percentiles, error rate, structured-
-  output counts (parse outcomes), tokens and USD (`evalkit.pool.summarize_calls`
-  over the extraction calls' run blocks), and, under a strict ontology,
-  vocabulary compliance;
+  interval), and `relation_type_f1`: the same per relation type;
 * `pairwise_table` / `win_rate_matrix` / `win_rate_chart`: the blind pairwise
   results, as a table and as an altair matrix (row backend's win rate against
   the column backend, ties excluded; cells whose order inconsistency exceeds
@@ -21,13 +30,14 @@ extraction.json / score.json / judgments.json, the task's pairwise.json):
   `judge_accepted`: the pairs the reference judge matched that the strict pass
   had not.
 
+Tree tasks add `family_table`: each family's mean score per backend with its CI (summary.json).
+
 `compare_run` executes the notebook with papermill (`evalkit.execute`) and
 renders its HTML (`evalkit.render.render_notebook`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,8 +47,9 @@ import pandas as pd
 
 from . import runfolder
 from .errors import CorpusError
-from .stats import CONFIDENCE, RESAMPLES, SEED, micro_f1, micro_f1_ci
+from .stats import CONFIDENCE, RESAMPLES, SEED, micro_f1, micro_f1_ci, sub_seed
 from .status import SCORED
+from .summary import completion_of
 
 AXES = ("entities", "relations")
 INCONSISTENCY_MARK = 0.20
@@ -63,17 +74,14 @@ class Comparison:
     pairwise: dict[str, Any] | None = None
     judgments: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     judge_mode: str | None = None
+    scores: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # backend → member → score.json
 
     @property
     def ontology_mode(self) -> str:
         return self.run.get("ontology_mode") or "freeform"
 
 
-def _completion(run: dict[str, Any]) -> Any:
-    from .backends.base import Completion
-
-    names = {f.name for f in dataclasses.fields(Completion)} - {"record", "raw"}
-    return Completion(record=None, raw="", **{k: v for k, v in (run or {}).items() if k in names})
+_completion = completion_of
 
 
 def load(run_dir: str | Path, task: str, backends: list[str] | None = None, judge_mode: str | None = None) -> Comparison:
@@ -87,11 +95,12 @@ def load(run_dir: str | Path, task: str, backends: list[str] | None = None, judg
     labels = {s.backend for s in found_results}
     found = list(dict.fromkeys([b for b in order if b in labels] + sorted(labels - set(order))))
     chosen = [b for b in (backends or found) if b in found]
-    rows, calls, judgments = [], {b: [] for b in chosen}, {}
+    rows, calls, judgments, scores = [], {b: [] for b in chosen}, {}, {b: {} for b in chosen}
     for s in found_results:
         member, backend = s.member, s.backend
         if backend not in chosen:
             continue
+        scores[backend][member] = s.data
         ext = _quietly(s.extraction) or {}
         run_block = ext.get("run") or {}
         if ext:
@@ -110,7 +119,8 @@ def load(run_dir: str | Path, task: str, backends: list[str] | None = None, judg
               "items": [i for i in pw.get("items") or [] if i["a"] in keep and i["b"] in keep]}
     mode = judge_mode or (run.get("judge") or {}).get("mode")
     return Comparison(run_dir=run_dir, task=task, backends=chosen, members=members, calls=calls, run=run,
-                      pairwise=pw if isinstance(pw, dict) else None, judgments=judgments, judge_mode=mode)
+                      pairwise=pw if isinstance(pw, dict) else None, judgments=judgments, judge_mode=mode,
+                      scores=scores)
 
 
 # ----------------------------------------------------------------------------- F1 with bootstrap CIs
@@ -321,6 +331,106 @@ def header(c: Comparison) -> dict[str, Any]:
             "judge mode": c.judge_mode or "—"}
 
 
+# ----------------------------------------------------------------------------- every shape: paired differences
+
+def shape(c: Comparison) -> str:
+    """The task's item shape (`report.item_shape`): fields, graph, tree or items."""
+    from .report import item_shape
+
+    return item_shape([i for side in c.scores.values() for d in side.values() for i in (d.get("items") or [])[:1]])
+
+
+def nothing_comparable(c: Comparison) -> str | None:
+    """Why this task has nothing to compare between backends, or None."""
+    if len(c.backends) < 2:
+        return (f"{c.task}: only one backend ({', '.join(c.backends) or 'none'}) in this run: nothing to compare "
+                "(add one with `evalkit compare RUN --backend NAME=SPEC`)")
+    scored = [{m for m, d in c.scores[b].items() if d.get("status", SCORED) == SCORED} for b in c.backends]
+    if not any(scored[0] & other for other in scored[1:]):
+        return f"{c.task}: no member scored by {c.backends[0]} and another backend: nothing to compare"
+    return None
+
+
+def band_width(c: Comparison) -> float | None:
+    """The noise band of the task's score (the corpus's band.json named in run.json), if measured."""
+    from .diff import band_of, band_width as width
+
+    return width(band_of(c.run_dir), c.task, "score")
+
+
+def paired(c: Comparison) -> list[dict[str, Any]]:
+    """The first backend (A) against each other (B): `delta.compare_sides` — metric deltas with paired
+    CIs, the one-line statement, verdict flips, changed items, per-field accuracy."""
+    from .delta import compare_sides
+
+    if nothing_comparable(c):
+        return []
+    a, band = c.backends[0], band_width(c)
+    return [compare_sides(c.task, c.scores[a], c.scores[b], a, b, band) for b in c.backends[1:]]
+
+
+def summary_table(c: Comparison) -> pd.DataFrame:
+    """Per backend, from summary.json (`evalkit.summary`): passed/N, errors, skipped, the headline's mean
+    with its CI."""
+    data = runfolder.read_summary(c.run_dir) or {}
+    task = (data.get("tasks") or {}).get(c.task) or {}
+    rows = []
+    for e in task.get("backends") or []:
+        if e["backend"] not in c.backends:
+            continue
+        name = task["headline"] if task["headline"] in e["metrics"] else "score"
+        f = e["metrics"][name] if name != "score" else e["score"]
+        ci = f"[{f['ci'][0]:.3f}, {f['ci'][1]:.3f}]" if f.get("ci") else "—"
+        rows.append({"backend": e["backend"], "passed": f"{e['passed']}/{e['members']}", "errors": e["errors"],
+                     "skipped": len(e["skipped"]), f"mean {name}": _fig(f.get("mean")), f"{CONFIDENCE:.0%} CI": ci,
+                     "scored": f.get("n")})
+    return pd.DataFrame(rows)
+
+
+def family_table(c: Comparison) -> pd.DataFrame:
+    """Tree tasks: per family (a ``<family>_score`` metric), each backend's mean with its CI (summary.json)."""
+    data = runfolder.read_summary(c.run_dir) or {}
+    task = (data.get("tasks") or {}).get(c.task) or {}
+    entries = [e for e in task.get("backends") or [] if e["backend"] in c.backends]
+    names = sorted({n for e in entries for n in e["metrics"] if n.endswith("_score") and n != "score"})
+    rows = []
+    for n in names:
+        row: dict[str, Any] = {"family": n[: -len("_score")]}
+        for e in entries:
+            f = e["metrics"].get(n) or {}
+            ci = f" [{f['ci'][0]:.3f}, {f['ci'][1]:.3f}]" if f.get("ci") else ""
+            row[e["backend"]] = _fig(f.get("mean")) + ci
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def relation_type_f1(c: Comparison, n_boot: int = RESAMPLES, seed: int = SEED) -> pd.DataFrame:
+    """Graph tasks: per relation type (the relation item's label) and backend, micro F1 over the scored
+    members from the relation items' matched / spurious / missed, with a bootstrap CI over members."""
+    per: dict[tuple[str, str], dict[str, list[int]]] = {}
+    for b in c.backends:
+        for member, d in sorted(c.scores[b].items()):
+            if d.get("status", SCORED) != SCORED:
+                continue
+            for i in d.get("items") or []:
+                key = i.get("key")
+                if i.get("axis") != "relations" or not isinstance(key, list) or len(key) != 3:
+                    continue
+                counts = per.setdefault((str(key[1]), b), {}).setdefault(member, [0, 0, 0])
+                slot = {"matched": 0, "spurious": 1, "missed": 2}.get(i.get("outcome"))
+                if slot is not None:
+                    counts[slot] += 1
+    rows = []
+    for (label, b), members in sorted(per.items()):
+        counts = list(members.values())
+        ci = micro_f1_ci(counts, sub_seed(seed, c.task, "relation", label), n_boot)
+        tp, fp, fn = (sum(x[i] for x in counts) for i in range(3))
+        rows.append({"relation": label, "backend": b, "micro F1": _fig(micro_f1(counts)), "tp": tp, "fp": fp,
+                     "fn": fn, f"{CONFIDENCE:.0%} CI": f"[{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "—",
+                     "members": len(counts)})
+    return pd.DataFrame(rows)
+
+
 # ----------------------------------------------------------------------------- running the notebook
 
 def plan_compare(run_dir: str | Path, task: str, backends: list[str] | None = None, judge_mode: str | None = None,
@@ -334,30 +444,23 @@ def plan_compare(run_dir: str | Path, task: str, backends: list[str] | None = No
                        {"run_dir": "..", "task": task, "backends": backends, "judge_mode": judge_mode})
 
 
-def graph_tasks(run_dir: str | Path) -> list[str]:
-    """Tasks of a run whose scores have the graph shape (an ``axis`` item column)."""
-    out = []
-    for task_dir in sorted(p for p in Path(run_dir).iterdir() if p.is_dir() and not p.name.startswith(".")):
-        for s in runfolder.scan(task_dir):  # scored only: an error has no items to tell the shape by
-            data = s.score()
-            if (data.get("details") or {}).get("headline") == "relations_f1" or any(
-                    "axis" in i for i in (data.get("items") or [])[:1]):
-                out.append(task_dir.name)
-            break
-    return out
+def run_tasks(run_dir: str | Path) -> list[str]:
+    """Every task of a run with a result (scored or not) in it."""
+    return [p.name for p in sorted(Path(run_dir).iterdir())
+            if p.is_dir() and not p.name.startswith(".") and runfolder.task_results(run_dir, p.name)]
 
 
 def compare_run(run_dir: str | Path, tasks: list[str] | None = None, backends: list[str] | None = None,
                 judge_mode: str | None = None, workers: int | None = None) -> list[Path]:
-    """Execute compare.ipynb per task and render its HTML; returns the HTML pages."""
+    """Execute compare.ipynb per task (default: every task of the run) and render its HTML; returns the pages."""
     from .errors import EvalkitError
     from .execute import execute
     from .render import render_index, render_notebook
 
     run_dir = Path(run_dir)
-    tasks = tasks or graph_tasks(run_dir)
+    tasks = tasks or run_tasks(run_dir)
     if not tasks:
-        raise EvalkitError(f"{run_dir}: no scored graph task to compare (give --task)")
+        raise EvalkitError(f"{run_dir}: no task with results to compare")
     jobs = [plan_compare(run_dir, t, backends, judge_mode) for t in tasks]
     results = execute(jobs, workers=workers)
     failed = [r for r in results if not r.ok]

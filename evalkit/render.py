@@ -24,6 +24,7 @@ from typing import Any
 from . import chrome, runfolder
 from .errors import CorpusError
 from .jsonio import write_text
+from .overview import OVERVIEW_CSS, overview_html
 from .resources import TEMPLATES_DIR
 from .runfolder import COMPARE, EXTRACT_NB, REPORT, SCORE_NB, page
 from .status import failure_of
@@ -307,15 +308,10 @@ def render_index(run_dir: str | Path) -> Path:
     """Write ``<run>/index.html``: per task, a link to its report and one row per member and backend."""
     run_dir = Path(run_dir)
     e = html.escape
-    # Nothing here depends on the run folder's name or location: same results, same bytes.
+    # Nothing here depends on the run folder's name or location: same results, same bytes (but for the run
+    # block of `overview_html`: the run's date and command).
     out = ["<h1>evalkit run</h1>"]
-    try:
-        backends = runfolder.read_run_json(run_dir).get("backends") or []
-    except (CorpusError, AttributeError):
-        backends = []
-    if backends:
-        names = ", ".join(f"{b.get('label')} ({b.get('model')})" if isinstance(b, dict) else str(b) for b in backends)
-        out.append(f"<p>backends: {e(names)}</p>")
+    out.append(overview_html(run_dir))  # the run, the task × backend table, the skipped members (`evalkit.overview`)
     tasks = sorted(p for p in run_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
     for task_dir in tasks:
         rows = _member_rows(task_dir)
@@ -353,5 +349,6 @@ def render_index(run_dir: str | Path) -> Path:
                        f"<td>{verdict}</td><td>{' · '.join(links)}</td></tr>")
         out.append("</tbody></table>")
     path = run_dir / runfolder.INDEX
-    write_text(path, chrome.document("evalkit run", "\n".join(out), chrome.nav([("index", None)])))
+    write_text(path, chrome.document("evalkit run", "\n".join(out), chrome.nav([("index", None)]),
+                                         extra_css=OVERVIEW_CSS))
     return path

@@ -3,8 +3,10 @@
 ::
 
     <run>/run.json                       parameters and versions; every backend and member the folder holds
+    <run>/summary.json                   per task and backend: counts, means with CIs, calls (`evalkit.summary`)
     <run>/judge.json                     the judge phase's figures (--judge)
     <run>/index.html                     links every page (`evalkit.render`)
+    <run>/diff.ipynb|.html               `evalkit diff OTHER_RUN <run>`: this run against another (`evalkit.diff`)
     <run>/.evalkit.lock, .evalkit.lock.json   held while a run writes the folder (`hold`)
     <run>/.evalkit.unfinished            the last run into the folder did not finish: the next one resumes it
     <run>/<task>/report.ipynb|.html      the task report; compare.ipynb|.html (`evalkit compare`)
@@ -41,16 +43,17 @@ from .paths import check_name
 from .status import NOTEBOOK_FAILED, SCORED, Failed, failure_of, status_of
 
 __all__ = [
-    "RUN_JSON", "JUDGE_JSON", "INDEX", "LOCK", "LOCK_HOLDER", "UNFINISHED", "REPORT", "COMPARE", "PAIRWISE",
+    "RUN_JSON", "SUMMARY_JSON", "JUDGE_JSON", "INDEX", "LOCK", "LOCK_HOLDER", "UNFINISHED", "REPORT", "COMPARE", "DIFF", "PAIRWISE",
     "EXTRACTION", "SCORE", "JUDGMENTS", "EXTRACT_NB", "SCORE_NB", "SWEEP_JSON", "NOTEBOOKS", "FILES", "page",
     "task_dir", "member_dir", "sweep_member_dir", "sweep_of", "Home", "read_extraction", "write_extraction", "read_score",
     "write_score", "read_judgments", "write_judgments", "clear_judgments", "read_pairwise", "write_pairwise",
-    "clear_pairwise", "write_judge_json", "read_run_json", "write_run_json", "merge_run_json", "read_sweep_json",
+    "clear_pairwise", "write_judge_json", "read_run_json", "write_run_json", "merge_run_json", "read_summary", "write_summary", "read_sweep_json",
     "write_sweep_json", "is_unfinished", "mark_unfinished", "mark_finished", "RunLocked", "hold", "Scored", "scan",
     "task_results", "BATCHES", "read_batches", "write_batches", "clear_batches",
 ]
 
 RUN_JSON = "run.json"
+SUMMARY_JSON = "summary.json"
 JUDGE_JSON = "judge.json"
 INDEX = "index.html"
 LOCK = ".evalkit.lock"
@@ -58,6 +61,7 @@ LOCK_HOLDER = ".evalkit.lock.json"  # who holds the lock (the lock file itself m
 UNFINISHED = ".evalkit.unfinished"
 REPORT = "report.ipynb"
 COMPARE = "compare.ipynb"
+DIFF = "diff.ipynb"
 PAIRWISE = "pairwise.json"
 EXTRACTION = "extraction.json"
 SCORE = "score.json"
@@ -67,9 +71,9 @@ SCORE_NB = "score.ipynb"
 SWEEP_JSON = "sweep.json"
 SWEEP_MEMBERS = "members"
 BATCHES = ".evalkit.batches.json"  # --batch: the provider batches a run submitted, so a resumed run polls them
-NOTEBOOKS = (EXTRACT_NB, SCORE_NB, REPORT, COMPARE)  # each also the name of its template in notebooks/
-FILES = (RUN_JSON, JUDGE_JSON, INDEX, LOCK, LOCK_HOLDER, UNFINISHED, PAIRWISE, EXTRACTION, SCORE, JUDGMENTS,
-         SWEEP_JSON, BATCHES, *NOTEBOOKS)
+NOTEBOOKS = (EXTRACT_NB, SCORE_NB, REPORT, COMPARE, DIFF)  # each also the name of its template in notebooks/
+FILES = (RUN_JSON, SUMMARY_JSON, JUDGE_JSON, INDEX, LOCK, LOCK_HOLDER, UNFINISHED, PAIRWISE, EXTRACTION, SCORE,
+         JUDGMENTS, SWEEP_JSON, BATCHES, *NOTEBOOKS)
 
 
 def page(notebook: str | Path) -> Path:
@@ -217,7 +221,17 @@ def merge_run_json(previous: dict[str, Any], current: dict[str, Any]) -> dict[st
     new = {b["label"]: b for b in current["backends"]}
     backends = [new.pop(b.get("label"), b) for b in previous.get("backends") or []] + list(new.values())
     members = list(dict.fromkeys([*(previous.get("members") or []), *current["members"]]))
-    return {**current, "backends": backends, "members": members}
+    heldout = sorted({*(previous.get("heldout") or []), *(current.get("heldout") or [])})
+    return {**current, "backends": backends, "members": members, **({"heldout": heldout} if heldout else {})}
+
+
+def read_summary(run_dir: str | Path) -> dict[str, Any] | None:
+    """summary.json (`evalkit.summary`), or None when absent or unreadable."""
+    return _read_dict(Path(run_dir) / SUMMARY_JSON)
+
+
+def write_summary(run_dir: str | Path, summary: Mapping[str, Any]) -> None:
+    write_json(Path(run_dir) / SUMMARY_JSON, summary)
 
 
 def read_sweep_json(sweep_dir: str | Path) -> dict[str, Any]:

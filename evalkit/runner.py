@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shlex
 import sys
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -45,6 +46,8 @@ from .pipeline import backend_context, extraction_record, is_current, render_req
 from .paths import member_ref
 from .runfolder import Home, hold
 from .sources import Document, check_integrity, read_document, sha256_file
+from .stats import SEED
+from .summary import write_summary
 from .stats import SEED
 from .status import ERROR, NOT_COVERED, NOTEBOOK_FAILED, REFUSED, SCORED, Failed, failure_of
 
@@ -118,6 +121,7 @@ class RunResult:
     outcomes: list[Outcome]
     plan: Any = None  # the dry-run plan (evalkit.backends.resolve.Plan), when --dry-run
     reused: int = 0  # extractions a resumed run took from the unfinished run before it
+    summary: dict[str, Any] | None = None  # summary.json (`evalkit.summary`), once the run has scores
     reference: str | None = None  # --reference: the label whose records were the truth (figures are similarities)
     recorded: "Recorded | None" = None  # what `record` wrote (history, scoreboard) after the run
     strict: bool = False  # --dry-run --strict: a guard that would abort a real run is the exit code
@@ -205,6 +209,27 @@ def gate_members(members: list[Member], sources: Path | None, outcomes: list[Out
     return cleared
 
 
+def command_line(argv: list[str] | None = None) -> str:
+    """The command as run.json keeps it: every backend SPEC among the arguments redacted (`BackendSpec.redacted`),
+    then every secret scrubbed (`redact.scrub`): a key typed on the command line never reaches an artefact."""
+    from .errors import EvalkitError
+    from .redact import scrub
+
+    def safe(arg: str) -> str:
+        flag, eq, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
+        try:
+            spec = BackendSpec.parse(value)
+        except (EvalkitError, ValueError):
+            return arg
+        hidden = spec.redacted()
+        if hidden.spec == spec.spec:
+            return arg
+        return f"{flag}{eq}" + (f"{spec.label}={hidden.spec}" if value.startswith(f"{spec.label}=") else hidden.spec)
+
+    args = sys.argv[1:] if argv is None else argv
+    return scrub(shlex.join(["evalkit", *(safe(a) for a in args)]), key_shaped=True)
+
+
 def _versions() -> dict[str, str]:
     out = {"evalkit": __version__, "python": platform.python_version()}
     for pkg in ("papermill", "nbconvert", "pandas", "altair", "vl-convert-python", "anthropic", "openai"):
@@ -216,6 +241,7 @@ def _versions() -> dict[str, str]:
 
 
 Progress = Callable[[str, int], Callable[[], Any]]  # progress(phase, total) → tick()
+OnOutcome = Callable[["Outcome", int, int], Any]  # on_outcome(outcome, scored so far, total): as each is scored
 
 
 @dataclass
@@ -291,13 +317,14 @@ def check_reference(reference: str | None, labels: list[str], board: Path | None
                          "the scoreboard (drop --update-scoreboard)")
 
 
-def run(opts: RunOptions, progress: Progress | None = None) -> RunResult:
+def run(opts: RunOptions, progress: Progress | None = None, on_outcome: OnOutcome | None = None) -> RunResult:
     """Run extraction and scoring for the selected corpus members; see module docstring. Then `record` what
-    ``opts`` asks (history, scoreboard); a dry run only plans."""
+    ``opts`` asks (history, scoreboard); a dry run only plans. `on_outcome(outcome, n, total)` is called as
+    soon as each member × backend is scored (n of total)."""
     done = _Done()
     with ExitStack() as held:  # the run folder's lock, once taken
         try:
-            result = _run(opts, done.track(progress), held, done)
+            result = _run(opts, done.track(progress), held, done, on_outcome)
         except KeyboardInterrupt:  # SIGINT, or SIGTERM (evalkit.interrupt): pools are stopped by now
             if done.run_dir is None:
                 raise Interrupted("nothing was written") from None
@@ -309,7 +336,8 @@ def run(opts: RunOptions, progress: Progress | None = None) -> RunResult:
     return result
 
 
-def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> RunResult:
+def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
+         on_outcome: OnOutcome | None = None) -> RunResult:
     from .backends.resolve import check_guards, duplicate_recordings, open_backends, plan, resolve_backends
     from .pool import Job, run_pool
     from .pricing import PriceTable
@@ -436,6 +464,12 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
                          if r.cassette and Path(r.cassette).is_file() else {})}
                      for b, r in zip(backends, resolved)],
         "members": [m.key for m, _ in cleared],
+        "command": command_line(),
+        "skipped": [{"member": f"{o.task}/{o.member}", "status": o.status,
+                     "reason": o.message.removeprefix(f"{o.task}/{o.member}: ").removeprefix(f"{o.status}: ")}
+                    for o in dict((f"{o.task}/{o.member}", o) for o in outcomes).values()],
+        **({"heldout": [m.key for m, _ in cleared if m.manifest.heldout]}
+           if any(m.manifest.heldout for m, _ in cleared) else {}),
         **({"not_covered": sorted(f"{key} [{label}]" for label, key in uncovered)} if uncovered else {}),
         "ontology_mode": ontology.mode if ontology else "freeform",
         **({"ontology": ontology.to_json()} if ontology else {}),
@@ -444,20 +478,29 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
         **({"judge": {"spec": opts.judge.redacted().spec, "skipped": judge_skipped}} if judge_skipped else {}),
     })
     # --reference: the reference's own records are the truth, not scored (an earlier score of them is cleared)
-    scored = [h for h in homes if h.label != opts.reference]
+    to_score = [h for h in homes if h.label != opts.reference]
     for h in homes:
         if h.label == opts.reference:
             runfolder.clear_score(h.dir)
-    if opts.notebooks:
-        _score_in_notebooks(homes, tasks, run_dir, opts, progress)
-        if opts.html:
-            from .render import render_run
+    scored: list[Outcome] = []
 
-            render_run(run_dir)
+    def settled(h: Home) -> None:  # a member × backend has its score.json: say so at once
+        scored.append(_outcome(h, runfolder.read_score(h.dir)))
+        if on_outcome:
+            on_outcome(scored[-1], len(scored), len(to_score))
+
+    if opts.notebooks:
+        _score_in_notebooks(homes, tasks, run_dir, opts, progress, settled)
     else:  # what score.ipynb does, in this process
-        for h in scored:
+        for h in to_score:
             score_home(h.member, h.dir, opts.sources, opts.threshold, documents[h.member.key], opts.reference)
-    outcomes += [_outcome(h, runfolder.read_score(h.dir)) for h in scored]
+            settled(h)
+    summary = write_summary(run_dir)  # before the pages: the index reads it
+    if opts.notebooks and opts.html:
+        from .render import render_run
+
+        render_run(run_dir)
+    outcomes += scored
     if judge_resolved is not None:
         judging.print_messages(phase.messages)
     runfolder.clear_batches(run_dir)
@@ -466,7 +509,7 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> 
     if twins:  # the run is kept (and finished); its recordings are not two measurements
         raise CassetteError(f"{twins} (the run is kept in {run_dir})")
     return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), reused=done.reused,
-                     reference=opts.reference)
+                     reference=opts.reference, summary=summary)
 
 
 def _reusable(home: Path, request: Any, spec: str) -> bool:
@@ -496,10 +539,12 @@ def _outcome(home: Home, score: dict[str, Any]) -> Outcome:
                    metrics=score.get("metrics", {}), notes=notes, heldout=m.manifest.heldout)
 
 
-def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opts: RunOptions, progress) -> None:
+def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opts: RunOptions, progress,
+                        settled: Callable[[Home], Any] = lambda h: None) -> None:
     """extract.ipynb + score.ipynb per member × backend (score.ipynb writes score.json: `pipeline.score_home`),
     then report.ipynb per task: one pool of worker processes. A member × backend whose notebook failed
-    gets a score.json that says so: the index, scoreboard and history read the same status."""
+    gets a score.json that says so: the index, scoreboard and history read the same status. `settled(home)`
+    is called as soon as a member × backend's score.json is final (its score notebook has finished)."""
     from .execute import execute, plan_member, plan_report
 
     jobs, per_home, per_task = [], {}, {}
@@ -514,15 +559,32 @@ def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opt
     if opts.report:
         jobs += [plan_report(run_dir, t.id, after=per_task[t.id]) for t in tasks if t.id in per_task]
     tick = progress("notebooks", len(jobs)) if progress else None
-    results = execute(jobs, workers=opts.workers, on_done=(lambda j, r: tick()) if tick else None)
-    by_output = {j.output: r for j, r in zip(jobs, results)}
-    for h in homes:
+    by_output: dict[Path, Any] = {}
+    last_of = {pair[-1].output: h for h in homes for pair in [per_home[h.dir]]}  # its score notebook
+    done: set[Path] = set()
+
+    def finish(h: Home) -> None:
+        done.add(h.dir)
         if h.label == opts.reference:
-            continue  # the truth of the others: extracted, never scored
-        failed = [by_output[j.output] for j in per_home[h.dir] if not by_output[j.output].ok]
+            return  # the truth of the others: extracted, never scored
+        failed = [by_output[j.output] for j in per_home[h.dir] if j.output in by_output and not by_output[j.output].ok]
         if failed or not (h.dir / runfolder.SCORE).exists():
             why = failed[0].error if failed else f"{runfolder.SCORE} was not written"
             runfolder.write_score(h.dir, h.member.key, runfolder.read_extraction(h.dir), Failed(NOTEBOOK_FAILED, why))
+        settled(h)
+
+    def on_done(j, r) -> None:
+        by_output[j.output] = r
+        if tick:
+            tick()
+        if j.output in last_of:
+            finish(last_of[j.output])
+
+    results = execute(jobs, workers=opts.workers, on_done=on_done)
+    by_output.update({j.output: r for j, r in zip(jobs, results)})
+    for h in homes:
+        if h.dir not in done:
+            finish(h)
     for j, r in zip(jobs, results):
         if j.output.name == runfolder.REPORT and not r.ok:
             print(f"evalkit: report notebook {j.output} failed: {r.error}", file=sys.stderr)

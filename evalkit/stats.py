@@ -12,6 +12,8 @@
   `mean_ci` (band.json: a corpus mean) and `micro_f1_ci` (`evalkit compare`: micro F1) are its two uses.
 * `sign_flip_p`: the one-sided paired sign-flip permutation p-value of `evalkit check` (exact up to
   16 pairs, else 20 000 seeded random patterns).
+* `paired_difference`: B − A over the members both have: the mean difference, its bootstrap CI, and the
+  two-sided sign-flip p-value (`evalkit compare`, `evalkit diff`).
 
 Everything here is a function of its arguments: the same inputs and seed give the same bits.
 """
@@ -27,7 +29,7 @@ import numpy as np
 
 __all__ = [
     "SEED", "RESAMPLES", "CONFIDENCE", "sub_seed", "as_number", "mean", "f1", "summed", "micro_f1", "macro_f1",
-    "bootstrap_ci", "mean_ci", "micro_f1_ci", "sign_flip_p",
+    "bootstrap_ci", "mean_ci", "micro_f1_ci", "sign_flip_p", "paired_difference",
 ]
 
 SEED = 20261130
@@ -162,3 +164,15 @@ def sign_flip_p(differences: Iterable[float | None], alternative: str = "less", 
     stats = (patterns * d).mean(axis=1)
     hits = np.sum(stats <= observed + TIE) if alternative == "less" else np.sum(stats >= observed - TIE)
     return float(hits / stats.size) if n <= EXACT_MAX_N else float((hits + 1) / (MC_FLIPS + 1))
+
+
+def paired_difference(pairs: Iterable[tuple[Any, Any]], seed: Seed = SEED) -> dict[str, Any]:
+    """B − A over the (a, b) pairs where both are numbers: ``mean`` difference, its bootstrap ``ci``
+    (`mean_ci` of the per-member differences), the two-sided sign-flip ``p`` (twice the smaller one-sided
+    p, at most 1) and ``n`` pairs. Mean, CI and p are None without pairs."""
+    d = [b - a for a, b in ((as_number(x), as_number(y)) for x, y in pairs) if a is not None and b is not None]
+    if not d:
+        return {"mean": None, "ci": None, "p": None, "n": 0}
+    ci = mean_ci(d, seed)
+    p = min(1.0, 2 * min(sign_flip_p(d, "less", seed), sign_flip_p(d, "greater", seed)))  # type: ignore[type-var]
+    return {"mean": math.fsum(d) / len(d), "ci": list(ci) if ci else None, "p": p, "n": len(d)}

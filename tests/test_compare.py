@@ -88,10 +88,10 @@ def test_done_when_run_two_cassette_backends_offline_then_compare_renders_the_wi
     outputs = [o for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     charts = [o for o in outputs if "image/svg+xml" in o.get("data", {})]
-    assert len(charts) == 1 and "image/png" in charts[0]["data"]  # a static bundle, no vega-embed
+    assert len(charts) == 2 and all("image/png" in ch["data"] for ch in charts)  # paired chart, win rates: static
     html = html_path.read_text()
     assert "Win rate of the row backend" in html and "<svg" in html
     assert "vega-embed" not in html and re.findall(r"<script\b[^>]*>", html) == ["<script>"]  # evalkit's own only
     assert f"<script>{chrome.script()}</script>" in html
-    for text in ("alpha", "beta", "judge vs strict", "U.S."):
+    for text in ("alpha", "beta", "judge vs strict", "U.S.", "beta − alpha = ", "F1 per relation type"):
         assert text in html, text

@@ -102,7 +102,8 @@ def test_cli_reference_must_be_one_of_the_backends_and_the_notebooks_score_again
     ok = evalkit("run", "--task", "encyclopedia", "--only", TWO[0], "--out", tmp_path / "nb", "--no-html",
                  *[a for b, s in recorded for a in ("--backend", f"{b}={s}")], "--reference", "base")
     assert "Reference mode: every figure is a similarity to base's extractions" in ok.stdout, ok.stdout + ok.stderr
-    assert ok.returncode == 0 and f"  {TWO[0]} …  90.9% PASS" in ok.stdout and "Members: 1/1 passed" in ok.stdout
+    assert ok.returncode == 0 and f"[1/1] encyclopedia/{TWO[0]} …  90.9% PASS" in ok.stdout
+    assert "  again: 1/1 passed" in ok.stdout and "base:" not in ok.stdout  # the reference is no result
     home = member_dir(tmp_path / "nb", "encyclopedia", TWO[0], "again")
     assert read_score(home)["reference"] == "base" and (home / "score.ipynb").exists()
     assert not (member_dir(tmp_path / "nb", "encyclopedia", TWO[0], "base") / "score.ipynb").exists()

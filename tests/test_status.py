@@ -87,7 +87,8 @@ def evalkit(*args, cwd):
 
 
 def member_lines(stdout: str) -> dict[str, str]:
-    return {m.group(1): m.group(2) for m in re.finditer(r"^  (\S+) … (.*)$", stdout, re.M)}
+    """member → what its verdict line says (``[n/N] task/member … 100.0% PASS``, or a skipped member's line)."""
+    return {m.group(1): m.group(2) for m in re.finditer(r"^(?:\[\d+/\d+\] [^/\s]+/|  )(\S+) … (.*)$", stdout, re.M)}
 
 
 def outputs(notebook: Path) -> str:
@@ -151,8 +152,7 @@ def test_http_500_after_retries_is_error_out_of_the_means_and_exit_5(tmp_path):
     assert {m: lines[m] for m in FAILING} == {"m1": "ERROR", "m3": "ERROR"}
     assert all(lines[m] == "100.0% PASS" for m in ("m0", "m2", "m4"))
     assert re.search(r"m1 … ERROR\n\s+↳ provider_error: HTTP 500 .*scripted outage", proc.stdout)
-    assert "Members: 3/5 passed · 2 errors · mean field accuracy 100.0% · mean score 100.0% (over 3 scored)" \
-        in proc.stdout
+    assert "  oai: 3/5 passed · 2 errors · mean score 100.0% [100.0%, 100.0%] over 3 scored" in proc.stdout
     for m in FAILING:
         home = tmp_path / "run" / "memos" / m / "oai"
         assert_error_files(home, PROVIDER_ERROR)
@@ -173,7 +173,7 @@ def test_a_raising_pipeline_is_error_in_the_index_report_and_both_scoring_paths_
     assert proc.returncode == 5, proc.stdout + proc.stderr
     assert re.search(r"m3 … ERROR\n\s+↳ pipeline_exception: python:.* raised RuntimeError: pipeline crashed on "
                      r"ACC-003", proc.stdout)
-    assert "Members: 3/5 passed · 2 errors" in proc.stdout
+    assert "  py: 3/5 passed · 2 errors" in proc.stdout
     index = (tmp_path / "run" / "index.html").read_text()
     rows = {m: re.search(rf'score.html">{m}</a>.*?</tr>', index).group(0) for m in ("m0", "m1", "m3")}
     assert "1.000" in rows["m0"] and "PASS" in rows["m0"]

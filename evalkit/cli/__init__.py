@@ -5,7 +5,7 @@ traceback.
 - `app`: the command group, how errors and interrupts end a command.
 - `options`: the options commands share (``--backend``, ``--corpus``, the run and judge options).
 - `summary`: the one printer of a run's or a sweep's outcomes.
-- `run` (run, score, compare, report), `corpus` (validate, metrics), `board` (sweep, band, check,
+- `run` (run, score, compare, report, diff), `corpus` (validate, metrics), `board` (sweep, band, check,
   rescore, publish), `project` (init, new-member, sources): the commands.
 """
 

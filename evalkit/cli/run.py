@@ -1,4 +1,4 @@
-"""`evalkit run`, `score`, `compare`, `report`."""
+"""`evalkit run`, `score`, `compare`, `report`, `diff`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ..runfolder import INDEX
 from .app import main
 from .options import (ALLOW_UNPRICED, BACKEND, CORPUS, JUDGE_OPTIONS, MAX_CONCURRENCY, RUN_OPTIONS, SCOPE_OPTIONS,
                       SOURCES, apply, run_options)
-from .summary import print_summary
+from .summary import print_summary, printer
 
 
 def _progress():
@@ -37,7 +37,8 @@ def _run(opts) -> int:
 
     start, bars = _progress()
     try:
-        result = run(opts, progress=start)
+        scored = [b for b in opts.backends if b.label != opts.reference]  # the reference is the truth, not a result
+        result = run(opts, progress=start, on_outcome=printer(len(scored)))
     finally:
         for bar in bars:
             bar.close()
@@ -101,7 +102,7 @@ def score_cmd(predictions, **given):
               help="Only these backends in the comparison (repeatable; default: every backend of the run).")
 @JUDGE_OPTIONS
 @apply(CORPUS, SOURCES)
-@click.option("--task", "tasks", multiple=True, help="Task id (repeatable; default: every graph task of the run).")
+@click.option("--task", "tasks", multiple=True, help="Task id (repeatable; default: every task of the run).")
 @click.option("--only", multiple=True, help="With --backend: only this member id (repeatable).")
 @click.option("--workers", type=click.IntRange(1), default=None, help="Notebook processes (default: cores).")
 @MAX_CONCURRENCY
@@ -153,10 +154,27 @@ def report_cmd(run_dir, byom, scoreboard, corpus, board, out, bundle):
     if run_dir is None:
         raise UsageError("give a RUN_DIR, --scoreboard or --byom")
     from ..render import render_run
+    from ..summary import write_summary
 
+    write_summary(run_dir)  # what the folder holds now (runs into it add up): the index reads it
     render_run(run_dir)
     click.echo(f"Report: {run_dir / INDEX}")
     if bundle is not None:
         from ..bundle import bundle_run
 
         click.echo(f"Bundle: {bundle_run(run_dir, bundle)}")
+
+
+@main.command("diff")
+@click.argument("run_a", type=click.Path(path_type=Path, file_okay=False))
+@click.argument("run_b", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--html/--no-html", default=True, help="Also write the diff notebook and its HTML page into RUN_B.")
+@click.option("--workers", type=click.IntRange(1), default=None, help="Notebook processes (default: cores).")
+def diff_cmd(run_a, run_b, html, workers):
+    """What changed from RUN_A to RUN_B: per-metric deltas with paired CIs, verdict flips, every item whose
+    outcome changed (newly hallucinated first)."""
+    from ..diff import diff_notebook, diff_runs, text
+
+    click.echo(text(diff_runs(run_a, run_b)), nl=False)
+    if html:
+        click.echo(f"Diff: {diff_notebook(run_a, run_b, workers)}")

@@ -1,12 +1,19 @@
 """The one printer of outcomes, for a run (`runner.RunResult`) and a sweep (`sweep.SweepResult`) alike:
 a line per member × backend (its score and verdict, or its status and why), then per task and backend
 one line of counts and means — means over scored members only, errors counted beside, never pooled
-across backends — then where the results are and what was recorded."""
+across backends — then where the results are and what was recorded.
+
+A run prints each member's line the moment it is scored (`printer`: ``[n/N] task/member … 85.0% PASS``,
+flushed, above any progress bar, piped to a file too); its summary then lists the skipped members with
+the reason (it names the fix) and one line per backend from summary.json (`evalkit.summary.backend_line`:
+the headline's mean with its CI)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from typing import Any, Callable
+
+import sys
 
 import click
 
@@ -23,6 +30,24 @@ def _outcome_lines(name: str, o: Any, tag: str = "") -> list[str]:
         verdict = {True: " PASS", False: " FAIL", None: ""}[o.passed]
         return [f"{name} … {pct(o.score)}{verdict}{tag}", *(f"      ↳ {note}" for note in o.notes)]
     return [f"{name} … {shown(o.status)}", f"      ↳ {o.why}"]
+
+
+def verdict_line(o: Any, n: int, total: int, multi: bool) -> str:
+    """One member × backend as soon as it is scored: ``[n/total] task/member [backend] … 85.0% PASS`` and its
+    ↳ lines."""
+    name = f"[{n}/{total}] {o.task}/{o.member}" + (f" [{o.backend}]" if multi else "")
+    return "\n".join(_outcome_lines(name, o))
+
+
+def printer(backends: int, echo: Callable[[str], Any] = click.echo) -> Callable[[Any, int, int], None]:
+    """`runner.run`'s on_outcome: each verdict line printed (click.echo flushes) as soon as it exists, above
+    any progress bar."""
+    from tqdm import tqdm
+
+    def show(o: Any, n: int, total: int) -> None:
+        with tqdm.external_write_mode(file=sys.stdout):
+            echo(verdict_line(o, n, total, backends > 1))
+    return show
 
 
 def members_line(outs: list[Any]) -> str:
@@ -90,6 +115,10 @@ def print_summary(result: Any, echo: Callable[[str], Any] = click.echo) -> None:
                     continue  # a missing source: one line for its task, below
                 for line in _outcome_lines(f"  {m.key}" + (f" [{o.backend}]" if multi else ""), o, tag):
                     echo(line)
+    tasks = (getattr(result, "summary", None) or {}).get("tasks")
+    if not sweep and tasks is not None:  # the verdict lines went out as each member was scored
+        _run_summary(result, tasks, echo)
+        by_task = {}
     for task, outs in by_task.items():
         if not sweep:
             echo(task)
@@ -126,6 +155,25 @@ def print_summary(result: Any, echo: Callable[[str], Any] = click.echo) -> None:
         if result.reused:
             echo(f"Resumed: {result.reused} extraction(s) reused from the unfinished run in {result.run_dir}")
     print_recorded(getattr(result, "recorded", None), echo)
+
+
+def _run_summary(result: Any, tasks: dict[str, Any], echo: Callable[[str], Any]) -> None:
+    """Per task: the skipped (or refused) members with why, then one line per backend (summary.json)."""
+    from ..summary import backend_line
+
+    skipped: dict[str, dict[str, Any]] = {}
+    for o in result.outcomes:
+        if o.status not in (SCORED, ERROR):
+            skipped.setdefault(o.task, {}).setdefault(o.member, o)
+    for task in sorted(set(tasks) | set(skipped)):
+        echo(task)
+        for member, o in skipped.get(task, {}).items():
+            echo(f"  {member} … {o.status.upper()}")
+            echo(f"      ↳ {o.why}")
+        t = tasks.get(task) or {}
+        for entry in t.get("backends") or []:
+            if entry["members"] or not entry["skipped"]:
+                echo("  " + backend_line(entry, t["headline"]))
 
 
 def print_recorded(recorded: Any, echo: Callable[[str], Any] = click.echo) -> None:

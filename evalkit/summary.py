@@ -1,0 +1,182 @@
+"""summary.json: a run's figures per task and backend, computed once and read by the index, the CLI
+summary and the comparison.
+
+`summarize(results, run_json)` is a pure function of what `runfolder.scan` found (every member ×
+backend, scored or errored: ``scan(run, status=None, unscored=True)``) and the run's run.json (its
+backends, members, skipped members and held-out members). Per task and backend:
+
+* ``members``: attempted (scored + errors); ``scored``, ``passed``, ``failed``, ``errors`` (with
+  ``causes``: cause → count); ``skipped``: members the integrity gate left out, each with its status
+  (skipped / refused) and the reason, which names the fix; ``not_covered``: members of the run this
+  backend has no result for;
+* ``headline``: the metric the task's score is (a scorer's ``details.headline``, else ``score``);
+  ``score`` and ``metrics``: the mean and 95 % bootstrap CI (`evalkit.stats.mean_ci`) over the scored
+  members that are not held out of every numeric metric, plus the micro F1 (`stats.micro_f1_ci`) of
+  every ``<x>_tp`` / ``_fp`` / ``_fn`` triple as ``micro_<x>_f1``; ``heldout``: the same over the
+  held-out members (None when there are none);
+* ``calls``: `pool.summarize_calls` over the extraction calls (score.json repeats each call's run block):
+  calls, errors, latency percentiles, parse outcomes, tokens, USD, replayed.
+
+Errors are left out of every mean and interval (`evalkit.status`). Resampling seeds are per (task,
+metric) (`stats.sub_seed`), the same for every backend, so two backends' intervals resample alike. Keys
+are sorted when written (`runfolder.write_summary`): the same run gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from . import runfolder
+from .stats import SEED, as_number, mean, mean_ci, micro_f1, micro_f1_ci, sub_seed
+from .status import ERROR, SCORED
+
+__all__ = ["summarize", "write_summary", "completion_of", "figure", "backend_line"]
+
+COUNTS = ("tp", "fp", "fn")
+
+
+def completion_of(run: Mapping[str, Any] | None) -> Any:
+    """A `Completion` from a run block (extraction.json's or score.json's ``run``), for `pool.summarize_calls`."""
+    from .backends.base import Completion
+
+    names = {f.name for f in dataclasses.fields(Completion)} - {"record", "raw"}
+    return Completion(record=None, raw="", **{k: v for k, v in (run or {}).items() if k in names})
+
+
+def figure(values: Sequence[float | None], seed: Any) -> dict[str, Any]:
+    """The mean of the present values, its bootstrap CI, and how many there were."""
+    xs = [v for v in values if v is not None]
+    ci = mean_ci(xs, seed) if xs else None
+    return {"mean": mean(xs), "ci": list(ci) if ci else None, "n": len(xs)}
+
+
+def _figures(task: str, scored: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """score and every metric (mean, CI, n) over the scored members' score.json data."""
+    metrics = [d.get("metrics") or {} for d in scored]
+    names = sorted({k for m in metrics for k, v in m.items() if as_number(v) is not None})
+    out = {name: figure([as_number(m.get(name)) for m in metrics], sub_seed(SEED, task, name)) for name in names}
+    for prefix in sorted({n[: -len("_tp")] for n in names if n.endswith("_tp")}):
+        keys = [f"{prefix}_{c}" for c in COUNTS]
+        rows = [[as_number(m.get(k)) for k in keys] for m in metrics]
+        rows = [r for r in rows if None not in r]
+        if rows:
+            ci = micro_f1_ci(rows, sub_seed(SEED, task, f"micro_{prefix}_f1"))
+            out[f"micro_{prefix}_f1"] = {"mean": micro_f1(rows), "ci": list(ci) if ci else None, "n": len(rows)}
+    score = figure([as_number(d.get("score")) for d in scored], sub_seed(SEED, task, "score"))
+    return {"scored": len(scored), "passed": sum(d.get("passed") is True for d in scored), "score": score,
+            "metrics": out}
+
+
+def _backend(task: str, label: str, results: list[Any], members: list[str], skipped: list[dict[str, Any]],
+             heldout: set[str]) -> dict[str, Any]:
+    from .pool import summarize_calls
+
+    scored = [r for r in results if r.status == SCORED]
+    errors = [r for r in results if r.status == ERROR]
+    kept = [r.data for r in scored if f"{task}/{r.member}" not in heldout]
+    held = [r.data for r in scored if f"{task}/{r.member}" in heldout]
+    main = _figures(task, kept)
+    have = {r.member for r in results}
+    return {
+        "backend": label,
+        "members": len(scored) + len(errors),
+        "scored": len(scored),
+        "passed": sum(r.data.get("passed") is True for r in scored),
+        "failed": sum(r.data.get("passed") is False for r in scored),
+        "errors": len(errors),
+        "causes": dict(sorted(Counter(str(r.data.get("cause") or "") for r in errors).items())),
+        "skipped": skipped,
+        "not_covered": sorted(m for m in members if m not in have),
+        "score": main["score"],
+        "metrics": main["metrics"],
+        "heldout": _figures(task, held) if held else None,
+        "calls": summarize_calls([completion_of(r.data.get("run")) for r in results]),
+    }
+
+
+def summarize(results: Iterable[Any], run_json: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """summary.json for `results` (`runfolder.Scored`, every status) and the run's run.json."""
+    run_json = run_json or {}
+    reference = run_json.get("reference")  # --reference: its records are the truth of the others, never scored
+    results = [r for r in results if r.backend != reference]
+    order = [b.get("label") for b in run_json.get("backends") or [] if isinstance(b, dict) and b.get("label") != reference]
+    heldout = set(run_json.get("heldout") or [])
+    members_of: dict[str, list[str]] = {}
+    for key in run_json.get("members") or []:
+        task, _, member = str(key).partition("/")
+        members_of.setdefault(task, []).append(member)
+    skipped_of: dict[str, list[dict[str, Any]]] = {}
+    for s in run_json.get("skipped") or []:
+        task, _, member = str(s.get("member")).partition("/")
+        skipped_of.setdefault(task, []).append({"member": member, "status": s.get("status"), "reason": s.get("reason")})
+    tasks: dict[str, Any] = {}
+    for task in sorted({r.task for r in results} | set(skipped_of)):
+        mine = [r for r in results if r.task == task]
+        labels = {r.backend for r in mine}
+        backends = [b for b in order if b in labels] + sorted(labels - set(order))
+        if not backends:  # every member skipped: each backend of the run skipped them
+            backends = [b for b in order if b]
+        members = sorted({*members_of.get(task, []), *(r.member for r in mine)})
+        headline = next((str((r.data.get("details") or {}).get("headline")) for r in mine
+                         if r.status == SCORED and (r.data.get("details") or {}).get("headline")), "score")
+        skipped = sorted(skipped_of.get(task, []), key=lambda s: s["member"])
+        tasks[task] = {
+            "headline": headline,
+            "members": members,
+            "skipped": skipped,
+            "backends": [_backend(task, b, [r for r in mine if r.backend == b], members, skipped, heldout)
+                         for b in backends],
+        }
+    # The run's time and command stay in run.json: the same results give the same summary.json bytes.
+    return {
+        "corpus": (run_json.get("parameters") or {}).get("corpus"),
+        "reference": reference,
+        "evalkit_version": run_json.get("evalkit_version"),
+        "backends": [{k: b.get(k) for k in ("label", "spec", "model", "cassette_sha256") if b.get(k) is not None}
+                     for b in run_json.get("backends") or [] if isinstance(b, dict)],
+        "tasks": tasks,
+    }
+
+
+def write_summary(run_dir: str | Path) -> dict[str, Any]:
+    """Summarize the run folder (`runfolder.scan`, every status) and write its summary.json; returns it."""
+    run_dir = Path(run_dir)
+    data = summarize(runfolder.scan(run_dir, status=None, unscored=True), runfolder.read_run_json(run_dir))
+    runfolder.write_summary(run_dir, data)
+    return data
+
+
+# ----------------------------------------------------------------------------- one line per backend
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def backend_line(entry: Mapping[str, Any], headline: str) -> str:
+    """One backend of one task in a line (never pooled with another backend): passed/N, errors, the
+    headline's mean with its CI, skipped and not covered."""
+    line = f"{entry['backend']}: {entry['passed']}/{entry['members']} passed"
+    if entry["errors"]:
+        line += f" · {entry['errors']} error{'s' if entry['errors'] > 1 else ''}"
+    name = headline if headline in entry["metrics"] else "score"
+    fig = entry["metrics"][name] if name != "score" else entry["score"]
+    if fig.get("mean") is not None:
+        ci = fig.get("ci")
+        line += f" · mean {name} {_pct(fig['mean'])}"
+        if ci:
+            line += f" [{_pct(ci[0])}, {_pct(ci[1])}]"
+        line += f" over {fig['n']} scored"
+    held = entry.get("heldout")
+    if held:  # reported apart, never in the mean above
+        hf = held["metrics"][name] if name != "score" and name in held["metrics"] else held["score"]
+        line += f" · held out {held['scored']}: mean {_pct(hf.get('mean'))}"
+    if entry["skipped"]:
+        line += f" · {len(entry['skipped'])} skipped"
+    if entry["not_covered"]:
+        line += f" · {len(entry['not_covered'])} not covered"
+    return line

@@ -1,0 +1,94 @@
+"""Views of A-vs-B figures (`evalkit.delta`): what compare.ipynb and diff.ipynb show. Present only: every
+number comes from `evalkit.delta` / `evalkit.compare` / `evalkit.diff`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from .base import figure, heading, para, table, text
+from .charts import _alt, chart
+
+__all__ = ["paired_chart", "deltas_table", "fields_delta_table", "changes_table", "flips_table", "pair_view",
+           "diff_page"]
+
+
+def paired_chart(d: Mapping[str, Any], title: str = "B − A per member") -> Any:
+    """Per-member differences B − A (a point each), their mean (a rule) and its CI (a band); None without
+    pairs."""
+    pairs = d.get("pairs") or []
+    if not pairs:
+        return None
+    alt = _alt()
+    df = pd.DataFrame([{"member": p["member"], "difference": p["b"] - p["a"], "a": p["a"], "b": p["b"]}
+                       for p in pairs])
+    base = alt.Chart(df)
+    points = base.mark_circle(size=60, color="#0969da").encode(
+        x=alt.X("difference:Q", title=f"{d.get('metric', 'score')}: B − A"),
+        y=alt.Y("member:N", sort=list(df["member"]), title=None),
+        tooltip=["member", "a", "b", "difference"])
+    layers = [points]
+    stats = pd.DataFrame([{"mean": d["mean"], "lo": (d.get("ci") or [d["mean"]] * 2)[0],
+                           "hi": (d.get("ci") or [d["mean"]] * 2)[1], "zero": 0.0}])
+    layers.insert(0, alt.Chart(stats).mark_rect(opacity=0.18, color="#0969da").encode(x="lo:Q", x2="hi:Q"))
+    layers.append(alt.Chart(stats).mark_rule(color="#0969da", strokeWidth=2).encode(x="mean:Q"))
+    layers.append(alt.Chart(stats).mark_rule(color="#57606a", strokeDash=[4, 3]).encode(x="zero:Q"))
+    return alt.layer(*layers).properties(title=title, width=420, height=alt.Step(18))
+
+
+def deltas_table(metrics: list[Mapping[str, Any]]) -> pd.DataFrame:
+    rows = [{"metric": m["metric"], "A": figure(m["a"]), "B": figure(m["b"]), "B − A": figure(m["mean"]),
+             "95% CI": "—" if not m.get("ci") else f"[{m['ci'][0]:.3f}, {m['ci'][1]:.3f}]",
+             "p": figure(m["p"]), "members": m["n"]} for m in metrics]
+    return pd.DataFrame(rows)
+
+
+def fields_delta_table(fields: list[Mapping[str, Any]]) -> pd.DataFrame:
+    rows = [{"field": f["field"], "accuracy A": figure(f["a"]), "accuracy B": figure(f["b"]),
+             "B − A": figure(f["mean"]),
+             "95% CI": "—" if not f.get("ci") else f"[{f['ci'][0]:.3f}, {f['ci'][1]:.3f}]",
+             "p": figure(f["p"]), "members": f["n"]} for f in fields]
+    return pd.DataFrame(rows)
+
+
+def changes_table(changes: list[Mapping[str, Any]]) -> pd.DataFrame:
+    rows = [{"new": "NEW" if c["newly_wrong"] else "", "member": c["member"], "item": c["item"],
+             "before → after": f"{c['before']} → {c['after']}", "value before": c["value_before"],
+             "value after": c["value_after"], "expected": c["expected"], "reason": c["reason"]} for c in changes]
+    return pd.DataFrame(rows)
+
+
+def flips_table(flips: list[Mapping[str, Any]]) -> pd.DataFrame:
+    return pd.DataFrame([{"member": f["member"], "before → after": f"{f['before']} → {f['after']}",
+                          "score before": figure(f["score_before"]), "score after": figure(f["score_after"])}
+                         for f in flips])
+
+
+def pair_view(p: Mapping[str, Any]) -> None:
+    """One A-vs-B comparison: the statement, the paired chart, metric deltas, per-field accuracy, flips and
+    changed items."""
+    text(p["statement"])
+    chart(paired_chart(p["metrics"][0], f"{p['b']} − {p['a']} per member (score)"),
+          missing="(no member scored by both: no paired chart)")
+    table(deltas_table(p["metrics"]), empty="(no metric to compare)")
+    if p.get("fields"):
+        heading("Per-field accuracy", 3)
+        para("The share of the paired members whose field matched, per side, and the difference with a paired "
+             "bootstrap CI over members.")
+        table(fields_delta_table(p["fields"]))
+    heading("Verdict flips", 3)
+    table(flips_table(p["flips"]), empty="(no verdict changed)")
+    heading("Items whose outcome changed", 3)
+    table(changes_table(p["changes"]), empty="(no item changed its outcome)")
+
+
+def diff_page(d: Mapping[str, Any]) -> None:
+    """diff.ipynb: per task, each A-vs-B pair (`evalkit.diff.diff_runs`)."""
+    for task, t in d["tasks"].items():
+        heading(task)
+        if t["not_comparable"]:
+            text(f"nothing comparable: {t['not_comparable']}")
+        for p in t["pairs"]:
+            pair_view(p)

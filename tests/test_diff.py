@@ -1,0 +1,90 @@
+"""`evalkit diff RUN_A RUN_B` (`evalkit.diff`, `evalkit.delta`): a fake run (every member perfect) against a
+run of planted predictions (three planted faults) lists exactly the planted changes, newly hallucinated
+first, with both values; per-metric deltas with paired CIs; diff.ipynb renders them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from corpus_factory import cli, specs
+from evalkit.corpus import DEFAULT_CORPUS
+from evalkit.delta import metric_deltas, statement
+from evalkit.diff import diff_runs
+from evalkit.runner import RunOptions, run
+from evalkit.stats import paired_difference
+
+PLANTED = Path(__file__).resolve().parent / "fixtures" / "deal-memos-planted"
+# member → (field, outcome before, outcome after, the planted value)
+PLANTED_CHANGES = {
+    ("distractor-prose", "account_id", "match", "hallucinated"),
+    ("clean-single-term", "term_rate", "match", "mismatch"),
+    ("multi-condition", "lifecycle_term_start", "match", "missing"),
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("diff")
+    for name, spec in (("fake", "fake"), ("planted", f"predictions=predictions:dir={PLANTED}")):
+        run(RunOptions(corpus=DEFAULT_CORPUS, backends=specs(spec), tasks=["deal-memos"], out=root / name,
+                       notebooks=False, html=False))
+    return root / "fake", root / "planted"
+
+
+def test_the_diff_lists_exactly_the_planted_changes_newly_hallucinated_first(runs):
+    d = diff_runs(*runs)
+    pair, = d["tasks"]["deal-memos"]["pairs"]
+    assert (pair["a"], pair["b"]) == ("A:fake", "B:predictions")
+    changes = pair["changes"]
+    assert {(c["member"], c["field"], c["before"], c["after"]) for c in changes} == PLANTED_CHANGES
+    assert changes[0]["member"] == "distractor-prose" and changes[0]["newly_wrong"]
+    assert not any(c["newly_wrong"] for c in changes[1:])
+    by_member = {c["member"]: c for c in changes}
+    assert by_member["multi-condition"]["value_before"] == "2025-02-01"
+    assert by_member["multi-condition"]["value_after"] is None
+    assert by_member["clean-single-term"]["value_before"] == 0.7 != by_member["clean-single-term"]["value_after"]
+    assert {f["member"] for f in pair["flips"]} == {"clean-single-term", "distractor-prose", "multi-condition"}
+    score = pair["metrics"][0]
+    assert score["metric"] == "score" and score["n"] == 13 and score["mean"] < 0
+    assert score["ci"][0] <= score["mean"] <= score["ci"][1] <= 0
+    assert pair["statement"].startswith("B:predictions − A:fake = −0.")
+    assert "over 13 members" in pair["statement"]
+    fields = {f["field"]: f for f in pair["fields"]}
+    assert fields["term_rate"]["a"] == 1.0 and fields["term_rate"]["b"] == pytest.approx(12 / 13)
+    assert fields["stores"]["mean"] == 0.0 and fields["stores"]["n"] == 13
+
+
+def test_a_run_against_itself_changes_nothing(runs):
+    pair, = diff_runs(runs[0], runs[0])["tasks"]["deal-memos"]["pairs"]
+    assert pair["changes"] == [] and pair["flips"] == []
+    assert all(m["mean"] == 0 for m in pair["metrics"] if m["n"])
+
+
+def test_paired_difference_and_statement():
+    d = paired_difference([(0.5, 0.7), (0.4, 0.5), (0.9, 1.0)])
+    assert d["mean"] == pytest.approx(0.4 / 3) and d["n"] == 3
+    assert d["p"] == pytest.approx(0.25)  # 3 positive differences: 1 pattern of 8 as extreme, each side
+    line = statement(d, "A", "B", band=0.02)
+    assert re.fullmatch(r"B − A = \+0\.133 \[\+0\.\d{3}, \+0\.\d{3}\], p = 0\.250 over 3 members; beyond the band "
+                        r"0\.02", line), line
+    assert statement(paired_difference([]), "A", "B") == "B − A: no member scored by both: nothing to compare"
+    # errors take part in no difference
+    a = {"m": {"status": "scored", "score": 1.0}, "e": {"status": "error", "score": None}}
+    b = {"m": {"status": "scored", "score": 0.5}, "e": {"status": "scored", "score": 0.0}}
+    assert metric_deltas(a, b, "t")[0]["n"] == 1
+
+
+def test_the_cli_prints_the_diff_and_writes_the_notebook_page(runs):
+    a, b = runs
+    res = cli("diff", a, b)
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    items = [line.strip() for line in lines if " · " in line and " → " in line]
+    assert len(items) == 3 and items[0].startswith("NEW distractor-prose · account_id: match → hallucinated")
+    assert "multi-condition · lifecycle_term_start: match → missing ('2025-02-01' → None)" in res.output
+    page = (b / "diff.html").read_text()
+    assert "hallucinated" in page and "B:predictions − A:fake = −0." in page
+    assert "<svg" in page  # the paired per-member chart
