@@ -10,10 +10,9 @@ the headline's mean with its CI)."""
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from typing import Any, Callable
-
-import sys
 
 import click
 
@@ -158,18 +157,25 @@ def print_summary(result: Any, echo: Callable[[str], Any] = click.echo) -> None:
 
 
 def _run_summary(result: Any, tasks: dict[str, Any], echo: Callable[[str], Any]) -> None:
-    """Per task: the skipped (or refused) members with why, then one line per backend (summary.json)."""
+    """Per task: the members not scored with why (those skipped for a missing source in one line), then one
+    line per backend (summary.json)."""
     from ..summary import backend_line
 
-    skipped: dict[str, dict[str, Any]] = {}
+    unscored: dict[str, list[Any]] = {}
     for o in result.outcomes:
         if o.status not in (SCORED, ERROR):
-            skipped.setdefault(o.task, {}).setdefault(o.member, o)
-    for task in sorted(set(tasks) | set(skipped)):
+            unscored.setdefault(o.task, []).append(o)
+    for task in sorted(set(tasks) | set(unscored)):
         echo(task)
-        for member, o in skipped.get(task, {}).items():
-            echo(f"  {member} … {o.status.upper()}")
-            echo(f"      ↳ {o.why}")
+        outs = unscored.get(task, [])
+        shown_members: set[str] = set()
+        for o in outs:
+            if o.status != SKIPPED and o.member not in shown_members:
+                shown_members.add(o.member)
+                echo(f"  {o.member} … {shown(o.status)}")
+                echo(f"      ↳ {o.why}")
+        if skipped := skipped_line(outs):
+            echo(f"  {skipped}")
         t = tasks.get(task) or {}
         for entry in t.get("backends") or []:
             if entry["members"] or not entry["skipped"]:
