@@ -58,6 +58,33 @@ class RescoreResult:
         return EXIT_OK
 
 
+def replayed_record(member: Any, document: Any, archived: dict[str, Any], entry: dict[str, Any],
+                    board_dir: Path) -> Any:
+    """The record an archive names by its cassette (``"replay": true``, a pointer member's): the same request
+    rendered again and replayed from that committed cassette — no model call. A request that no longer renders
+    the same (the prompt, schema or settings changed since) is refused: re-run the entry."""
+    from .backends import BackendContext, BackendSpec
+    from .backends.resolve import open_backends, resolve_backends
+    from .models import Settings
+    from .pipeline import render_request, request_sha, run_sync
+
+    sent = {k: v for k, v in (entry.get("settings") or {}).items() if k in Settings.model_fields}
+    request = render_request(member.task, member, document, None, Settings().with_overrides(sent))
+    if request_sha(request) != archived.get("request_sha256"):
+        raise EvalkitError(f"{member.key}: its request no longer renders as when the entry was scored (the prompt, "
+                           "schema or settings changed): re-run it (evalkit sweep --update-scoreboard)")
+    backend = archived.get("backend") or {}
+    spec = BackendSpec.parse(backend.get("spec", ""), label=backend.get("label"))
+    path = Path(spec.options.get("path", ""))
+    if not path.is_absolute() and not path.is_file():  # stored relative to the project: the board's parent's parent
+        spec = BackendSpec(spec.label, spec.kind, {**spec.options, "path": str(board_dir.parent / path)})
+    replayer = open_backends(resolve_backends([spec], []), BackendContext(), None, check=False)[0]
+    try:
+        return run_sync(replayer.complete(request)).record
+    finally:
+        run_sync(replayer.aclose())
+
+
 def _rescore_one(board_dir: Path, task_id: str, member_id: str, label: str, entry: dict[str, Any],
                  corpus: Path, sources: Path | None, cache: dict) -> tuple[Rescored, dict[str, Any] | None]:
     from .corpus import find_task
@@ -81,6 +108,8 @@ def _rescore_one(board_dir: Path, task_id: str, member_id: str, label: str, entr
             cache[task_id] = find_task(corpus, task_id)
         member = cache[task_id].member(member_id)
         document = read_document(check_integrity(member, sources))
+        if "record" not in extraction and extraction.get("replay"):
+            extraction = {**extraction, "record": replayed_record(member, document, extraction, entry, board_dir)}
         threshold = (entry.get("settings") or {}).get("threshold")
         result = score_record(member, extraction.get("record"), document, sources, threshold)
     except IntegrityError as e:

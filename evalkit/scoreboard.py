@@ -200,12 +200,18 @@ def archive_path(board_dir: str | Path, task: str, member: str, label: str) -> P
     return Path(board_dir) / task / ARCHIVE / label_folder(label) / f"{member}.json"
 
 
-def archived(extraction: Mapping[str, Any]) -> dict[str, Any]:
+def archived(extraction: Mapping[str, Any], pointer: bool = False) -> dict[str, Any]:
     """What the archive keeps of an extraction.json: enough to score it again, nothing more (its raw text and
-    run block stay in the run folder; the spec is stored redacted)."""
+    run block stay in the run folder; the spec is stored redacted). A `pointer` member's document is not
+    redistributed, and a model's record may quote it: when the record was replayed from a committed cassette,
+    the archive names that cassette (``"replay": true``) instead of copying the record (`replayed_record`)."""
     backend = extraction.get("backend") or {}
-    keep = {k: extraction[k] for k in ("member", "request_sha256", "evalkit_version", "record", "status", "cause",
-                                        "message", "ontology") if k in extraction}
+    replay = pointer and str(backend.get("spec", "")).startswith("cassette:") and bool(
+        (extraction.get("run") or {}).get("replayed"))
+    fields = ("member", "request_sha256", "evalkit_version", "status", "cause", "message", "ontology")
+    keep = {k: extraction[k] for k in (*fields, *(() if replay else ("record",))) if k in extraction}
+    if replay:
+        keep["replay"] = True
     return {**keep, "backend": {"label": backend.get("label"), "model": backend.get("model"),
                                 "spec": redact_stored(str(backend.get("spec", "")))}}
 
@@ -297,7 +303,9 @@ def update_scoreboard(run_result: Any, board_path: str | Path, justifications: M
             entry["justifications"] = just
     with edit_board(board_path) as board:
         for s, entry in entries:
-            write_json(board_path.parent / entry["archive"], archived(s.extraction()))
+            member = _member(corpus, s.task, s.member, cache)
+            pointer = member is not None and member.manifest.source.is_pointer
+            write_json(board_path.parent / entry["archive"], archived(s.extraction(), pointer))
             board["tasks"].setdefault(s.task, {}).setdefault(s.member, {})[s.backend] = entry
     return [(s.task, s.member, s.backend) for s, _ in entries]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 from dataclasses import replace
 
 import pytest
@@ -132,3 +133,30 @@ def test_a_fresh_clone_rescores_every_entry_from_the_committed_archive(scored, m
     result = rescore(clone / "corpus" / "scoreboard.json")
     assert [e.status for e in result.entries] == ["rescored", "rescored"] and result.exit_code == 0
     assert [e.after["score"] for e in result.entries] == [1.0, 1.0] and calls == []  # m0 re-scored under the new rule
+
+
+def test_the_committed_board_rescores_on_a_fresh_clone_without_copying_pointer_documents(tmp_path, monkeypatch):
+    """Every standing entry of the bundled board re-scores from what is committed (no runs/, zero calls). A
+    pointer member's archive names the committed cassette instead of copying its record, which may quote a
+    document that is not redistributed here; the request is rendered again and replayed from it."""
+    import os
+
+    from evalkit.corpus import DEFAULT_CORPUS
+
+    sources = Path(os.environ.get("EVALKIT_SOURCES", DEFAULT_CORPUS.parent.parent / "shared" / "data"))
+    if not sources.is_dir():
+        pytest.skip(f"sources not found at {sources} (the board covers pointer members)")
+    root = DEFAULT_CORPUS.parent
+    clone = tmp_path / "clone"
+    shutil.copytree(root / "corpus", clone / "corpus")
+    shutil.copytree(root / "cassettes", clone / "cassettes")
+    monkeypatch.chdir(clone)
+    board = json.loads((clone / "corpus" / "scoreboard.json").read_text())["tasks"]
+    pointer = [e["archive"] for t, per in board.items() for m, b in per.items() for e in b.values()
+               if "pointer:" in (clone / "corpus" / t / m / "manifest.yaml").read_text()]
+    assert pointer and all(json.loads((clone / "corpus" / a).read_text()).get("replay") is True
+                           and "record" not in json.loads((clone / "corpus" / a).read_text()) for a in pointer)
+    res = cli("rescore", "--corpus", clone / "corpus", "--sources", sources)
+    n = sum(len(b) for per in board.values() for b in per.values())
+    assert res.exit_code == 0 and f"Rescore: {n}/{n} entries re-scored" in res.output, res.output
+    assert "re-scored: unchanged" in res.output and " … FAILED" not in res.output

@@ -86,6 +86,9 @@ PROVENANCE = {  # docs/authoring.md; `date` is when these conversion rules last 
 }
 
 # Quirks of single contracts, from the data README section 1 "Known quirks" (unless marked).
+# Held-out members (docs/authoring.md, issue 12.5): scored like the rest, reported apart, never tuned against.
+HELDOUT = {"sphere3d-consulting-2020": "the only consulting agreement, named by no test, doc or prompt: untouched by tuning"}
+
 QUIRKS: dict[str, list[str]] = {
     "aig-capital-maintenance-2014": [
         "Notice Period `30 days` is CUAD's answer, but CUAD's span for it is a termination-right "
@@ -380,7 +383,8 @@ def build(sources: Path, task_yaml: Path, index: Path | None = None, only: list[
             manifest["notes"] = "".join(f"- {n}\n" for n in notes)
         truth = {"record": rec, "expected_missing_fields": missing, "expected_blocking": blocking}
         header = HEADER.format(slug=slug)
-        files[f"{slug}/manifest.yaml"] = (header + dump(manifest)).encode("utf-8")
+        held = f"heldout: true  # {HELDOUT[slug]}\n" if slug in HELDOUT else ""
+        files[f"{slug}/manifest.yaml"] = (header + dump(manifest) + held).encode("utf-8")
         files[f"{slug}/truth.yaml"] = (header + dump(truth)).encode("utf-8")
     if index is None and not only:  # the bundled list, whole: a quirk of no listed contract is a typo
         for stale in sorted(set(QUIRKS) - seen):

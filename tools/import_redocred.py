@@ -114,6 +114,10 @@ def truth_yaml(slug: str, truth: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+# Held-out members (docs/authoring.md, issue 12.5): scored like the rest, reported apart, never tuned against.
+HELDOUT = {"quokka": "the only article about an animal species, named by no test, doc or prompt"}
+
+
 def manifest_yaml(row: dict, truth: dict, record: dict) -> str:
     slug = row["slug"]
     notes = [
@@ -153,6 +157,7 @@ def manifest_yaml(row: dict, truth: dict, record: dict) -> str:
         + "  date: \"2026-11-30\"\n"
         + "notes: |\n"
         + "".join(f"  - {n}\n" for n in notes)
+        + (f"heldout: true  # {HELDOUT[row['slug']]}\n" if row["slug"] in HELDOUT else "")
     )
 
 
