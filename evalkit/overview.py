@@ -59,15 +59,20 @@ def _run_block(run: Mapping[str, Any]) -> list[str]:
 def _table(tasks: Mapping[str, Any]) -> list[str]:
     e = html.escape
     out = ['<table class="overview"><thead><tr><th>task</th><th>headline metric</th><th>backend</th>'
-           '<th>mean</th><th>95% CI</th><th>passed / N</th><th>errors</th><th>skipped</th><th>not covered</th>'
+           '<th>mean (tuned)</th><th>95% CI</th><th>held-out mean (n)</th><th>passed / N</th><th>errors</th>'
+           '<th>skipped</th><th>not covered</th>'
            "</tr></thead><tbody>"]
     for task, t in tasks.items():
         for b in t.get("backends") or []:
             name = t["headline"] if t["headline"] in b["metrics"] else "score"
             f = b["metrics"][name] if name != "score" else b["score"]
             ci = f"[{f['ci'][0]:.3f}, {f['ci'][1]:.3f}]" if f.get("ci") else "—"
+            held = b.get("heldout")  # held-out members: reported apart, never in the tuned mean
+            hf = (held["metrics"].get(name) if name != "score" else held["score"]) if held else None
+            held_cell = f"{_pct(hf.get('mean'))} ({held['scored']})" if hf else "—"
             out.append(f"<tr><td>{e(task)}</td><td>{e(name)}</td><td>{e(b['backend'])}</td>"
                        f'<td class="num">{_pct(f.get("mean"))}</td><td class="num ci">{ci}</td>'
+                       f'<td class="num">{held_cell}</td>'
                        f'<td class="num">{b["passed"]}/{b["members"]}</td><td class="num">{b["errors"]}</td>'
                        f'<td class="num">{len(b["skipped"])}</td><td class="num">{len(b["not_covered"])}</td></tr>')
     out.append("</tbody></table>")

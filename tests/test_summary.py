@@ -116,7 +116,9 @@ def test_the_cli_prints_verdict_lines_and_one_summary_line_per_backend(mixed_run
     assert [int(n) for n in re.findall(r"^\[(\d)/6\] ", out, re.M)] == [1, 2, 3, 4, 5, 6]
     assert re.search(r"^\[\d/6\] memos/m0 \[fake\] … 100.0% PASS$", out, re.M)
     assert re.search(r"^\[\d/6\] memos/m1 \[py\] … ERROR\n      ↳ pipeline_exception:", out, re.M)
-    assert "  away … SKIPPED" in out
+    # a member skipped for a missing source: one line for its task, pointing at `evalkit sources`
+    assert "  1 member skipped: their files are not under the sources folder" in out and "evalkit sources" in out
+    assert "away … SKIPPED" not in out
     assert "  fake: 3/3 passed · mean score 100.0% [100.0%, 100.0%] over 3 scored · 1 skipped" in out
     assert "  py: 0/3 passed · 1 error · mean score 50.0% [50.0%, 50.0%] over 2 scored · 1 skipped" in out
     # the verdict lines come before the summary, one per member × backend
@@ -152,3 +154,17 @@ def test_the_command_run_json_keeps_has_no_secret(monkeypatch):
                          "env-secret-0123456789"])
     assert key not in line and "env-secret-0123456789" not in line
     assert "oai=openai:url=http://h/v1,api_key=***,model=m" in line and "--out runs/x" in line
+
+
+def test_the_index_table_shows_held_out_figures_apart_from_the_tuned_mean():
+    from evalkit.overview import _table
+
+    entry = {"backend": "a", "metrics": {}, "score": {"mean": 0.5, "ci": [0.4, 0.6], "n": 2}, "passed": 1,
+             "members": 3, "errors": 0, "skipped": [], "not_covered": [],
+             "heldout": {"scored": 1, "score": {"mean": 0.9}, "metrics": {}}}
+    html = "".join(_table({"memos": {"headline": "score", "backends": [entry, {**entry, "backend": "b",
+                                                                                "heldout": None}]}}))
+    assert "<th>mean (tuned)</th>" in html and "<th>held-out mean (n)</th>" in html
+    rows = html.split("<tr>")[2:]
+    assert ">0.500<" in rows[0] and ">0.900 (1)<" in rows[0]  # the held-out member never enters the tuned mean
+    assert "<td class=\"num\">—</td>" in rows[1]
