@@ -96,11 +96,13 @@ def test_the_index_opens_with_the_task_by_backend_table(two_backends):
     table = html[html.index("Results per task and backend"):html.index("</table>")]
     assert "<th>headline metric</th>" in table
     rows = re.findall(r"<tr><td>deal-memos</td><td>score</td><td>(\w+)</td><td[^>]*>([\d.]+)</td>"
-                      r"<td[^>]*>(\[[\d., ]+\])</td><td[^>]*>(\d+/\d+)</td><td[^>]*>(\d+)</td>", table)
+                      r"<td[^>]*>(\[[\d., ]+\])</td><td[^>]*>([\d.]+ \(\d+\))</td><td[^>]*>(\d+/\d+)</td>"
+                      r"<td[^>]*>(\d+)</td>", table)
     summary = runfolder.read_summary(two_backends)["tasks"]["deal-memos"]["backends"]
     assert rows == [(b["backend"], f"{b['score']['mean']:.3f}", f"[{b['score']['ci'][0]:.3f}, {b['score']['ci'][1]:.3f}]",
+                     f"{b['heldout']['score']['mean']:.3f} ({b['heldout']['scored']})",
                      f"{b['passed']}/{b['members']}", str(b["errors"])) for b in summary]
-    assert rows[1][3] == "10/13"
+    assert rows[1][4] == "10/13"  # deal-memos/percent-words is held out: its figure has its own column
     run_block = html[html.index("<!-- run:start -->"):html.index("<!-- run:end -->")]
     for text in ("date", "command", "corpus", "evalkit", "backend predictions"):
         assert f"<dt>{text}</dt>" in run_block, text
