@@ -42,8 +42,9 @@ def test_environment_yml_matches_pyproject():
 
 
 def test_make_lab_takes_a_port_and_allows_root_only_as_root():
-    cmd = subprocess.run(["make", "-n", "lab", "PORT=9123"], cwd=ROOT, capture_output=True, text=True,
-                         check=True).stdout.strip().splitlines()[-1]
+    # --no-print-directory: under `make test` (a nested make) make would add "Leaving directory" lines
+    cmd = subprocess.run(["make", "--no-print-directory", "-n", "lab", "PORT=9123"], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout.strip().splitlines()[-1]
     assert "jupyter lab notebooks/" in cmd and "--port=9123" in cmd
     assert ("--allow-root" in cmd) == (os.geteuid() == 0)
 

@@ -30,7 +30,7 @@ def test_init_scaffolds_a_project_that_validates_and_scores_100_percent_with_fak
     assert evalkit("validate", cwd=proj).returncode == 0
     run = evalkit("run", "--backend", "fake", "--no-html", "--out", "runs/self-test", cwd=proj)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert f"{member.id} … 100.0% PASS" in run.stdout and "Members: 1/1 passed" in run.stdout
+    assert f"/{member.id} … 100.0% PASS" in run.stdout and "fake: 1/1 passed · mean score 100.0%" in run.stdout
     assert (proj / "runs" / "self-test" / EXAMPLE_TASK / member.id / "fake" / "score.ipynb").is_file()
     # A second init never overwrites a project.
     again = evalkit("init", "proj", cwd=tmp_path)

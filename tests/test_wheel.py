@@ -47,7 +47,7 @@ def test_the_wheel_runs_a_fresh_project_outside_the_repository(tmp_path):
     sh("evalkit", "init", "proj", cwd=work, env=env)
     proj = work / "proj"
     run = sh("evalkit", "run", "--backend", "fake", "--out", "runs/first", cwd=proj, env=env)
-    assert "example-invoice … 100.0% PASS" in run.stdout and "Members: 1/1 passed" in run.stdout, run.stdout
+    assert "invoices/example-invoice … 100.0% PASS" in run.stdout and "fake: 1/1 passed · mean score 100.0%" in run.stdout, run.stdout
 
     out = proj / "runs" / "first"
     member = out / "invoices" / "example-invoice" / "fake"
