@@ -397,6 +397,10 @@ def scan(root: str | Path, status: str | None = SCORED, *, unscored: bool = Fals
 
 def task_results(run_dir: str | Path, task: str) -> list[Scored]:
     """Every member × backend of one task of a run — scored, errored, or with no score.json (`scan`'s
-    `unscored`) — what the task report and the comparison list; [] when the run has no such task."""
+    `unscored`) — what the task report and the comparison list; [] when the run has no such task. A
+    ``--reference`` run's reference backend is the others' truth, not a result: left out."""
     base = task_dir(run_dir, task)
-    return scan(base, status=None, unscored=True) if base.is_dir() else []
+    if not base.is_dir():
+        return []
+    reference = _read_dict(Path(run_dir) / RUN_JSON) or {}
+    return [s for s in scan(base, status=None, unscored=True) if s.backend != reference.get("reference")]

@@ -142,3 +142,13 @@ def test_a_corpus_without_truth_validates_and_is_scored_only_against_a_reference
     (task / "task.yaml").write_text(yaml.safe_dump(TASK, sort_keys=False))
     bad = cli("validate", "--corpus", corpus)
     assert bad.exit_code == 3 and "truth_provenance: required" in bad.output
+
+
+def test_the_task_report_and_the_comparison_leave_the_reference_out(tmp_path, recorded):
+    from evalkit.compare import load
+    from evalkit.runfolder import task_results
+
+    run_graph(tmp_path / "run", recorded, reference="base")
+    assert {s.backend for s in task_results(tmp_path / "run", "encyclopedia")} == {"again"}
+    cmp = load(tmp_path / "run", "encyclopedia")
+    assert set(cmp.members["backend"]) == {"again"} and bool(cmp.members["scored"].all())
