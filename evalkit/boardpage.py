@@ -97,7 +97,9 @@ def _table(head: list[str], rows: list[list[str]]) -> str:
 
 
 def render_board_html(board: Mapping[str, Any], band: Mapping[str, Any] | None, changes: list[dict[str, Any]] | None,
-                      since: str | None, title: str = "evalkit scoreboard") -> str:
+                      since: str | None, title: str = "evalkit scoreboard", heldout: frozenset[str] | set[str] = frozenset()
+                      ) -> str:
+    """The page; `heldout`: ``task/member`` of the held-out members, whose figures are shown apart."""
     entries = list(iter_entries(board))
     tasks = sorted({t for t, *_ in entries})
     out = [f"<h1>{e(title)}</h1>",
@@ -121,14 +123,16 @@ def render_board_html(board: Mapping[str, Any], band: Mapping[str, Any] | None, 
         if tb:
             out.append(f"<p>The band over {e(str(tb.get('members', '—')))} members: a regression must exceed it "
                        "(and the interval is a bootstrap over members).</p>")
-            out.append(_table(["metric", "mean", "95% CI", "band", "spread across sweeps"],
-                              [[_cell(k), _cell(v.get("mean"), "num"),
+            groups = [("tuned", tb), ("held-out", tb.get("heldout") or {})]
+            out.append(_table(["metric", "members", "n", "mean", "95% CI", "band", "spread across sweeps"],
+                              [[_cell(k), _cell(group), _cell(v.get("n"), "num"), _cell(v.get("mean"), "num"),
                                 _cell(None if not v.get("ci") else f"[{v['ci'][0]:.3f}, {v['ci'][1]:.3f}]"),
                                 _cell(v.get("band"), "num"), _cell(v.get("spread"), "num")]
-                               for k, v in sorted((tb.get("metrics") or {}).items()) if k in gated]))
+                               for group, block in groups
+                               for k, v in sorted((block.get("metrics") or {}).items()) if k in gated]))
         else:
             out.append("<p>No band measured for this task (<code>evalkit band</code>).</p>")
-        head = ["member", "backend", "verdict", "score", *shown, "model", "date", "input tokens", "output tokens",
+        head = ["member", "held out", "backend", "verdict", "score", *shown, "model", "date", "input tokens", "output tokens",
                 "USD", "latency s", "replayed", "settings", "run"]
         rows = []
         for t, member, label, x in entries:
@@ -136,7 +140,7 @@ def render_board_html(board: Mapping[str, Any], band: Mapping[str, Any] | None, 
                 continue
             run, metrics = x.get("run") or {}, x.get("metrics") or {}
             v = _verdict(x.get("passed"))
-            rows.append([_cell(member), _cell(label), f'<td class="{v if v != "n/a" else "missing"}">{v}</td>',
+            rows.append([_cell(member), _cell("held out" if f"{task}/{member}" in heldout else ""), _cell(label), f'<td class="{v if v != "n/a" else "missing"}">{v}</td>',
                          _cell(metrics.get("score"), "num"), *[_cell(metrics.get(g), "num") for g in shown],
                          _cell(run.get("model")), _cell(str(run["date"])[:16].replace("T", " ") if run.get("date") else None, "nowrap"), _cell(run.get("input_tokens"), "num"),
                          _cell(run.get("output_tokens"), "num"), _cell(run.get("usd"), "num"),
@@ -152,7 +156,10 @@ def write_board_report(corpus: str | Path | None = None, out: str | Path | None 
     board = load_board(path, must_exist=True)
     before, since = previous_board(path)
     changes = board_changes(before, board) if before is not None else None
-    page = render_board_html(board, load_band(band_path(corpus)), changes, since)
+    from .corpus import DEFAULT_CORPUS, heldout_keys
+
+    page = render_board_html(board, load_band(band_path(corpus)), changes, since,
+                             heldout=heldout_keys(corpus or DEFAULT_CORPUS))
     out = Path(out) if out is not None else Path("runs") / "scoreboard" / INDEX
     write_text(out, page)
     return out

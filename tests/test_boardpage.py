@@ -65,3 +65,19 @@ def test_report_scoreboard_renders_standings_band_and_changes_since_the_last_com
     assert "&lt;img src=x" in html and "<img" not in html and "&lt;/script&gt;&lt;script&gt;" in html
     assert inline(html, "script") == [chrome.script()] and sha256_source(chrome.script()) in policy(html)
     assert not [t for t, _ in tags(html) if t in ("img", "iframe")]
+
+
+def test_the_board_page_shows_held_out_figures_apart():
+    from evalkit.boardpage import render_board_html
+
+    board = _board({("memos", "a", "gemma"): _entry(0.75, True), ("memos", "b", "gemma"): _entry(0.25, False)})
+    band = {"schema_version": 1, "tasks": {"memos": {
+        "members": 1, "metrics": {"score": {"band": 0.02, "ci": [0.7, 0.8], "gated": True, "mean": 0.75, "n": 1}},
+        "heldout": {"members": 1, "metrics": {"score": {"band": 0.02, "ci": [0.2, 0.3], "gated": True, "mean": 0.25,
+                                                         "n": 1}}}}}}
+    html = render_board_html(board, band, None, None, heldout={"memos/b"})
+    rows = [r for r in html.split("<tr>") if ">score<" in r]
+    assert any(">tuned<" in r and "[0.700, 0.800]" in r for r in rows)
+    assert any(">held-out<" in r and "[0.200, 0.300]" in r for r in rows)
+    member_rows = [r for r in html.split("<tr>") if r.startswith("<td>a<") or r.startswith("<td>b<")]
+    assert [">held out<" in r for r in member_rows] == [False, True]
