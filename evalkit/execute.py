@@ -261,7 +261,8 @@ def _result(job: NotebookJob, raw: tuple | Exception) -> NotebookResult:
 
 def execute(jobs: list[NotebookJob], workers: int | None = None,
             on_done: Callable[[NotebookJob, NotebookResult], None] | None = None,
-            timeout: float | None = None, jupyter_dir: str | Path | None = None) -> list[NotebookResult]:
+            timeout: float | None = None, jupyter_dir: str | Path | None = None, scheduler: Any = None
+            ) -> list[NotebookResult]:
     """Run every job in worker processes (`evalkit.workers`); the i-th result belongs to the i-th job.
 
     `workers` defaults to the CPU count; `on_done(job, result)` is called in this
@@ -282,7 +283,7 @@ def execute(jobs: list[NotebookJob], workers: int | None = None,
 
     if jobs:
         run_all(calls, workers, after=after, initializer=_init_worker, initargs=(jupyter_env(jupyter_dir),),
-                on_done=done)
+                on_done=done, scheduler=scheduler)  # scheduler: an `evalkit.scheduler.Cluster`, or the local pool
     return results  # type: ignore[return-value]
 
 

@@ -103,7 +103,14 @@ _cleanups: list[Callable[[], None]] = []
 
 def worker_signals(grace: float = 0.0) -> None:
     """A worker process's first act: ignore SIGINT; on SIGTERM stop its children (SIGKILL after
-    `grace` s), run the `on_stop` cleanups and exit at once. Then unblock both signals."""
+    `grace` s), run the `on_stop` cleanups and exit at once. Then unblock both signals.
+
+    Off the main thread (a Dask worker's task thread: `evalkit.scheduler`) it does nothing: that process's
+    signals are its owner's (the Dask worker stops itself and its children), and Python allows none to be set."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
 
     def leave(signum: int, frame: Any) -> None:
         import multiprocessing.util

@@ -17,6 +17,12 @@ listed in `PoolResult.skipped`. (With concurrency > 1 the actual costs of
 finished calls arrive in timing order, so which job is the first skipped can
 vary between runs; with ``max_concurrency=1`` it cannot.)
 
+The budget is kept by a `Ledger` (``reserve(estimate) -> bool``, ``settle(estimate, actual)``): this
+pool's own (`LocalLedger`) by default; a sweep's members under ``--scheduler`` share one held by the
+Dask scheduler (`evalkit.scheduler.SharedLedger`), so the limit holds across workers. ``lease``: an async
+context manager each live call (`is_live`: not replayed from a cassette or a batch) holds while in flight —
+there, one Dask semaphore for every worker's calls.
+
 A backend raising (a `CassetteMiss`, say) aborts the run:
 no new job starts, calls in flight finish (so a recording keeps them), then
 the error is raised.
@@ -27,8 +33,9 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import AsyncContextManager, Callable, Protocol
 
 from .backends import Backend, Completion, Request
 
@@ -53,6 +60,44 @@ class PoolResult:
 Progress = Callable[[int, int, Job, Completion], None]  # (done, total, job, completion)
 
 
+class Ledger(Protocol):
+    """What --max-usd spends against: spent (finished calls' actual cost) + in flight (their estimates)."""
+
+    spent: float  # as last seen: what a skipped call's message reports
+    inflight: float
+
+    async def reserve(self, estimate: float) -> bool:
+        """Book `estimate` in flight if spent + in flight + estimate stays within the limit; once one is
+        refused, every later one is too."""
+
+    async def settle(self, estimate: float, actual: float) -> None:
+        """A call has finished: `estimate` no longer in flight, `actual` spent."""
+
+
+class LocalLedger:
+    """One pool's ledger (one event loop: no lock needed)."""
+
+    def __init__(self, max_usd: float):
+        self.max_usd, self.spent, self.inflight, self.stopped = max_usd, 0.0, 0.0, False
+
+    async def reserve(self, estimate: float) -> bool:
+        if self.stopped or self.spent + self.inflight + estimate > self.max_usd + 1e-12:
+            self.stopped = True
+            return False
+        self.inflight += estimate
+        return True
+
+    async def settle(self, estimate: float, actual: float) -> None:
+        self.inflight -= estimate
+        self.spent += actual
+
+
+def is_live(job: Job) -> bool:
+    """Whether this call will reach a model (a backend's ``live(request)``; not replayed, not a batch's answer)."""
+    live = getattr(job.backend, "live", None)
+    return bool(live(job.request)) if callable(live) else False
+
+
 def estimate_usd(job: Job) -> float:
     estimate = getattr(job.backend, "estimate_usd", None)
     if estimate is None:
@@ -66,11 +111,14 @@ def estimate_usd(job: Job) -> float:
 async def run_pool_async(jobs: list[Job], max_concurrency: int = 8,
                          on_done: Callable[[Job, Completion], None] | None = None, *,
                          progress: Progress | None = None, max_usd: float | None = None,
-                         close: bool = True) -> PoolResult:
+                         close: bool = True, ledger: Ledger | None = None,
+                         lease: Callable[[], AsyncContextManager] | None = None) -> PoolResult:
     started = time.perf_counter()
     results: list[Completion | None] = [None] * len(jobs)
     skipped: list[int] = []
-    state = {"next": 0, "done": 0, "spent": 0.0, "inflight": 0.0, "stopped": False}
+    state = {"next": 0, "done": 0, "spent": 0.0, "stopped": False}
+    if ledger is None and max_usd is not None:
+        ledger = LocalLedger(max_usd)
     fatal: list[BaseException] = []
 
     def finish(i: int, completion: Completion) -> None:
@@ -88,25 +136,27 @@ async def run_pool_async(jobs: list[Job], max_concurrency: int = 8,
                 return
             state["next"] = i + 1
             job = jobs[i]
-            estimate = estimate_usd(job) if max_usd is not None else 0.0
-            if max_usd is not None and estimate > 0 and (
-                    state["stopped"] or state["spent"] + state["inflight"] + estimate > max_usd + 1e-12):
+            estimate = estimate_usd(job) if ledger is not None else 0.0
+            if estimate > 0 and not await ledger.reserve(estimate):  # type: ignore[union-attr]
                 state["stopped"] = True
                 skipped.append(i)
                 finish(i, Completion(
                     record=None, parse="error", calls=0, model=getattr(job.backend, "model", ""),
-                    error=f"{SKIPPED_PREFIX} --max-usd {max_usd:g} reached (spent ${state['spent']:.4f} so far, "
-                          f"${state['inflight']:.4f} in flight, this call estimated at ${estimate:.4f})"))
+                    error=f"{SKIPPED_PREFIX} --max-usd {max_usd:g} reached (spent ${ledger.spent:.4f} so far, "
+                          f"${ledger.inflight:.4f} in flight, this call estimated at ${estimate:.4f})"))
                 continue
-            state["inflight"] += estimate
+            actual = 0.0
             try:
-                completion = await job.backend.complete(job.request)
+                async with (lease() if lease is not None and is_live(job) else nullcontext()):
+                    completion = await job.backend.complete(job.request)
+                actual = completion.usd if not completion.replayed else 0.0
             except Exception as e:  # noqa: BLE001 - a CassetteMiss, or a bug: stop starting jobs, re-raise below
                 fatal.append(e)
                 return
             finally:
-                state["inflight"] -= estimate
-            state["spent"] += completion.usd if not completion.replayed else 0.0
+                if estimate > 0:
+                    await ledger.settle(estimate, actual)  # type: ignore[union-attr]
+            state["spent"] += actual
             finish(i, completion)
 
     try:
@@ -129,9 +179,12 @@ async def run_pool_async(jobs: list[Job], max_concurrency: int = 8,
 
 
 def run_pool(jobs: list[Job], max_concurrency: int = 8, on_done: Callable[[Job, Completion], None] | None = None, *,
-             progress: Progress | None = None, max_usd: float | None = None, close: bool = True) -> PoolResult:
-    """Complete every job (in one event loop); the i-th completion belongs to the i-th job."""
-    return _run_loop(run_pool_async(jobs, max_concurrency, on_done, progress=progress, max_usd=max_usd, close=close))
+             progress: Progress | None = None, max_usd: float | None = None, close: bool = True,
+             ledger: Ledger | None = None, lease: Callable[[], AsyncContextManager] | None = None) -> PoolResult:
+    """Complete every job (in one event loop); the i-th completion belongs to the i-th job. `ledger` (the budget
+    of `max_usd`, default this pool's own) and `lease` (held by each live call): see module docstring."""
+    return _run_loop(run_pool_async(jobs, max_concurrency, on_done, progress=progress, max_usd=max_usd, close=close,
+                                    ledger=ledger, lease=lease))
 
 
 def run_async(coro):

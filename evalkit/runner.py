@@ -91,6 +91,8 @@ class RunOptions:
     strict: bool = False  # run only: --dry-run --strict exits with the first guard's code (default: 0, the plan shown)
     strict_replay: bool = False  # --strict-replay: a replay miss aborts the run (default: `not covered`, the rest scored)
     batch: bool = False  # run only: --batch, provider batch APIs for the uncached calls (evalkit.backends.batch)
+    scheduler: str | None = None  # --scheduler local[:N]|tcp://HOST:PORT: Dask runs the work (evalkit.scheduler)
+    shared: str | None = None  # set by a sweep under --scheduler: the name of the call limit and budget its members share
 
 
 @dataclass
@@ -426,9 +428,14 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
         home_of = {id(new): home_of[id(old)] for old, new in zip(jobs, batched)}
         jobs = batched
     tick = progress("extracting", len(jobs)) if progress else None
+    limits = None
+    if opts.shared:  # a sweep's member on a Dask worker: one call limit and one budget across the sweep
+        from .scheduler import shared_limits
+
+        limits = shared_limits(opts.shared, opts.max_concurrency, opts.max_usd)
     try:
         pool = run_pool(jobs, opts.max_concurrency, on_done=keep, progress=(lambda *a: tick()) if tick else None,
-                        max_usd=opts.max_usd)
+                        max_usd=opts.max_usd, ledger=limits and limits.ledger, lease=limits and limits.lease)
     except CassetteError as e:
         # A miss stops the run at once; every extraction finished so far is already on disk.
         raise type(e)(f"{e}\n(extractions finished before the miss are kept in {run_dir})") from None
@@ -580,7 +587,13 @@ def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opt
         if j.output in last_of:
             finish(last_of[j.output])
 
-    results = execute(jobs, workers=opts.workers, on_done=on_done)
+    with ExitStack() as stack:
+        cluster = None
+        if opts.scheduler:  # the notebooks as Dask tasks (evalkit.scheduler)
+            from .scheduler import connect
+
+            cluster = stack.enter_context(connect(opts.scheduler))
+        results = execute(jobs, workers=opts.workers, on_done=on_done, scheduler=cluster)
     by_output.update({j.output: r for j, r in zip(jobs, results)})
     for h in homes:
         if h.dir not in done:

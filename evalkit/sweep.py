@@ -234,13 +234,16 @@ def _write_sweep_json(sweep_dir: Path, opts: RunOptions, records: dict[str, Memb
 
 
 def _refuse_run_only(opts: RunOptions) -> None:
-    """A sweep runs each member on its own: a budget, a recording, a judge or an ontology across members
-    is `evalkit run`'s."""
+    """A sweep runs each member on its own: a recording, a judge or an ontology across members is `evalkit
+    run`'s. A budget across members needs one ledger every member's worker shares: the Dask scheduler's."""
     given = [flag for flag, value in (("--record", opts.record), ("--dry-run", opts.dry_run),
-                                      ("--max-usd", opts.max_usd is not None), ("--judge", opts.judge), ("--reference", opts.reference),
+                                      ("--judge", opts.judge), ("--reference", opts.reference),
                                       ("--ontology", opts.ontology), ("--batch", opts.batch)) if value]
     if given:
         raise UsageError(f"sweep: {', '.join(given)} apply to `evalkit run` only")
+    if opts.max_usd is not None and not opts.scheduler:
+        raise UsageError("sweep: --max-usd needs one budget shared by the member workers: add --scheduler local:N "
+                         "(or --scheduler tcp://HOST:PORT), or use `evalkit run`")
 
 
 def sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None = None) -> SweepResult:
@@ -310,10 +313,16 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
     # Members outside this selection keep their record in sweep.json (a later full sweep can skip them).
     others = {k: v for k, v in on_disk.items() if k not in selected}
     outs = [runfolder.sweep_member_dir(sweep_dir, t, m) for t, m, _ in todo]
+    shared = None
+    if opts.scheduler:  # the members on Dask workers share one call limit and one budget (evalkit.scheduler)
+        from .scheduler import shared_name
+
+        shared = shared_name()
     member_opts = [replace(opts, corpus=Path(opts.corpus).resolve(), sources=Path(opts.sources).resolve()
                            if opts.sources else None, tasks=[t], only=[m], out=out.resolve(), workers=1, force=False,
                            board=None, history=False,  # the sweep records once, at its end
-                           limit=None, sample=None, seed=None)  # and it selected already
+                           limit=None, sample=None, seed=None,  # and it selected already
+                           scheduler=None, shared=shared)  # a member's notebooks run in its own worker
                    for (t, m, _), out in zip(todo, outs)]
 
     def record(i: int, raw: Any) -> None:
@@ -335,7 +344,15 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
 
     held.enter_context(runfolder.hold(sweep_dir))
     try:
-        run_all([(_member_job, (o,)) for o in member_opts], max(1, opts.workers), on_done=record)
+        with ExitStack() as on_cluster:
+            cluster = None
+            if opts.scheduler and member_opts:
+                from .scheduler import connect, forget
+
+                cluster = on_cluster.enter_context(connect(opts.scheduler))
+                on_cluster.callback(forget, cluster, shared)
+            run_all([(_member_job, (o,)) for o in member_opts], max(1, opts.workers), on_done=record,
+                    scheduler=cluster)
     except KeyboardInterrupt:  # SIGINT/SIGTERM: the member workers are stopped by now
         from .jsonio import remove_partials
 

@@ -17,6 +17,9 @@ one more process between the worker and what it starts (a sweep member's noteboo
 
 An interrupt (SIGINT/SIGTERM, `evalkit.interrupt`) stops the pool at once (`stop_pool`): queued calls
 cancelled, workers and everything they started killed, not waited for.
+
+With a `scheduler` (an open `evalkit.scheduler.Cluster`: ``--scheduler``) the same calls run as Dask tasks
+instead, with the same results, order and `on_done` (see `evalkit.scheduler`); the local pool is the default.
 """
 
 from __future__ import annotations
@@ -64,12 +67,15 @@ def stop_pool(pool: ProcessPoolExecutor, grace: float = POOL_GRACE_S) -> None:
 
 def run_all(calls: Sequence[Call], workers: int | None = None, *, after: Sequence[set[int]] | None = None,
             initializer: Callable[..., None] = worker_signals, initargs: tuple = (),
-            on_done: Callable[[int, Any], None] | None = None) -> list[Any]:
+            on_done: Callable[[int, Any], None] | None = None, scheduler: Any = None) -> list[Any]:
     """Run every call; the i-th result belongs to the i-th call (see module docstring).
 
     `workers` defaults to the CPU count; `after[i]`: indices of the calls that must finish (successfully or
     not) before call i starts; `initializer(*initargs)` runs first in each worker; `on_done(i, result)` is
-    called in this process as each call finishes."""
+    called in this process as each call finishes. `scheduler`: an `evalkit.scheduler.Cluster` to run them on
+    (`workers` is then the cluster's)."""
+    if scheduler is not None and not _in_worker and calls:
+        return scheduler.run_all(calls, after, initializer, initargs, on_done)
     return _Pool(calls, after, initializer, initargs, on_done).run(workers or os.cpu_count() or 1)
 
 

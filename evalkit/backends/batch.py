@@ -52,6 +52,10 @@ class Batched:
         self.label, self.spec, self.model = backend.label, backend.spec, backend.model
         self.provider = getattr(backend, "provider", None)
 
+    def live(self, request: Request) -> bool:
+        inner = getattr(self.backend, "live", None)
+        return cassette_key(request, self.model) not in self.answers and bool(inner and inner(request))
+
     def estimate_usd(self, request: Request) -> float:
         if cassette_key(request, self.model) in self.answers:
             return 0.0  # already paid for in the batch

@@ -671,6 +671,11 @@ class RecordingBackend:
     def _on_failure(self, failure: Failure) -> None:
         self.failures.write(failure)
 
+    def live(self, request: Request) -> bool:
+        """A call the cassette cannot replay goes to the wrapped backend."""
+        inner = getattr(self.inner, "live", None)
+        return not self.cassette.available(cassette_key(request, self.model)) and bool(inner and inner(request))
+
     def estimate_usd(self, request: Request) -> float:
         if self.cassette.available(cassette_key(request, self.model)):
             return 0.0

@@ -165,6 +165,10 @@ class LiveBackend:
     def _price_table(self) -> PriceTable:
         return self.prices or default_table()
 
+    def live(self, request: Request) -> bool:
+        """Every call reaches the provider (what holds a lease of ``--scheduler``'s call limit: `evalkit.pool`)."""
+        return True
+
     def estimate_usd(self, request: Request) -> float:
         """What --max-usd reserves for a call: its bound with the truncation retry. The SDK's retries are
         not counted here: a provider does not bill an attempt that failed (a timed-out one aside)."""

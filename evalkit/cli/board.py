@@ -10,7 +10,7 @@ import click
 
 from ..errors import EXIT_OK, UsageError
 from .app import main
-from .options import BACKEND, BOARD, CORPUS, SCOPE_OPTIONS, SOURCES, SWEEP_OPTIONS, TASKS, run_options
+from .options import ALLOW_UNPRICED, BACKEND, BOARD, CORPUS, SCOPE_OPTIONS, SOURCES, SWEEP_OPTIONS, TASKS, run_options
 from .summary import print_summary
 
 
@@ -25,6 +25,9 @@ def _stamp() -> str:
               help="Sweep folder (default: runs/sweep-<backends>; re-running it skips current members).")
 @click.option("--force", is_flag=True, help="Re-run every member, current or not.")
 @click.option("--update-scoreboard", "update_board", is_flag=True, help="Write the scored members into the scoreboard.")
+@click.option("--max-usd", type=click.FloatRange(0), default=None,
+              help="With --scheduler: stop before a call would take the whole sweep past this spend.")
+@ALLOW_UNPRICED
 @BOARD
 @SWEEP_OPTIONS
 @SCOPE_OPTIONS

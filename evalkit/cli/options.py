@@ -27,6 +27,23 @@ BACKEND = _Spec()  # the type of every --backend option (run, compare, sweep, ba
 JUDGE = _Spec("judge")  # --judge SPEC
 
 
+class _Scheduler(click.ParamType):
+    """``--scheduler local[:N]|tcp://HOST:PORT``, checked here (`evalkit.scheduler.parse`: a `UsageError`, exit 2)."""
+
+    name = "scheduler"
+
+    def convert(self, value, param, ctx):
+        from ..scheduler import parse
+
+        return str(parse(value))
+
+
+SCHEDULER = click.option(
+    "--scheduler", type=_Scheduler(), default=None, metavar="local[:N]|tcp://HOST:PORT",
+    help="Run the work as Dask distributed tasks: local[:N] starts a cluster of N worker processes (default: cores) "
+         "on this machine, tcp://HOST:PORT uses a running `dask scheduler` (README: Past one machine).")
+
+
 def apply(*options):
     """Decorate with several options, in the order given (as --help lists them)."""
     def deco(f):
@@ -58,6 +75,7 @@ RUN_OPTIONS = apply(
                  help="Run folder (default: runs/<time>-<backends>)."),
     THRESHOLD,
     click.option("--workers", type=click.IntRange(1), default=None, help="Notebook processes (default: cores)."),
+    SCHEDULER,
     MAX_CONCURRENCY,
     click.option("--html/--no-html", default=True, help="Render the HTML report."),
     click.option("--update-scoreboard", "update_board", is_flag=True,
@@ -69,7 +87,9 @@ RUN_OPTIONS = apply(
 SWEEP_OPTIONS = apply(
     CORPUS, SOURCES, TASKS, ONLY, THRESHOLD,
     click.option("--workers", type=click.IntRange(1), default=None, help="Member worker processes (default: cores)."),
-    click.option("--max-concurrency", type=click.IntRange(1), default=8, help="Concurrent backend calls per member."),
+    SCHEDULER,
+    click.option("--max-concurrency", type=click.IntRange(1), default=8,
+                 help="Concurrent backend calls per member (with --scheduler: live calls across the whole sweep)."),
     click.option("--notebooks/--no-notebooks", default=True,
                  help="Run the extract/score notebooks (default), or only extraction + scoring (fast, no .ipynb)."),
     click.option("--html/--no-html", default=False, help="Render each member's HTML (default: no)."),
