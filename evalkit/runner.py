@@ -388,6 +388,11 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
     # corrupt / shared cassettes, replay misses, missing keys (the judge's too): before any call
     check_guards(resolved + ([judge_resolved] if judge_resolved else []), the_plan)
 
+    cluster = None
+    if opts.scheduler and opts.notebooks:  # the notebooks as Dask tasks: the scheduler reached before any call
+        from .scheduler import connect
+
+        cluster = held.enter_context(connect(opts.scheduler))
     held.enter_context(hold(run_dir))
     done.run_dir = run_dir
     resuming = runfolder.is_unfinished(run_dir)
@@ -497,7 +502,7 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
             on_outcome(scored[-1], len(scored), len(to_score))
 
     if opts.notebooks:
-        _score_in_notebooks(homes, tasks, run_dir, opts, progress, settled)
+        _score_in_notebooks(homes, tasks, run_dir, opts, progress, settled, cluster)
     else:  # what score.ipynb does, in this process
         for h in to_score:
             score_home(h.member, h.dir, opts.sources, opts.threshold, documents[h.member.key], opts.reference)
@@ -547,11 +552,12 @@ def _outcome(home: Home, score: dict[str, Any]) -> Outcome:
 
 
 def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opts: RunOptions, progress,
-                        settled: Callable[[Home], Any] = lambda h: None) -> None:
+                        settled: Callable[[Home], Any] = lambda h: None, cluster: Any = None) -> None:
     """extract.ipynb + score.ipynb per member × backend (score.ipynb writes score.json: `pipeline.score_home`),
     then report.ipynb per task: one pool of worker processes. A member × backend whose notebook failed
     gets a score.json that says so: the index, scoreboard and history read the same status. `settled(home)`
-    is called as soon as a member × backend's score.json is final (its score notebook has finished)."""
+    is called as soon as a member × backend's score.json is final (its score notebook has finished). `cluster`:
+    an open `evalkit.scheduler.Cluster` to run them on instead of the local pool."""
     from .execute import execute, plan_member, plan_report
 
     jobs, per_home, per_task = [], {}, {}
@@ -587,13 +593,7 @@ def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opt
         if j.output in last_of:
             finish(last_of[j.output])
 
-    with ExitStack() as stack:
-        cluster = None
-        if opts.scheduler:  # the notebooks as Dask tasks (evalkit.scheduler)
-            from .scheduler import connect
-
-            cluster = stack.enter_context(connect(opts.scheduler))
-        results = execute(jobs, workers=opts.workers, on_done=on_done, scheduler=cluster)
+    results = execute(jobs, workers=opts.workers, on_done=on_done, scheduler=cluster)
     by_output.update({j.output: r for j, r in zip(jobs, results)})
     for h in homes:
         if h.dir not in done:

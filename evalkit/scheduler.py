@@ -92,7 +92,10 @@ def connect(spec: str | Scheduler) -> Iterator["Cluster"]:
         try:
             if sched.address is None:
                 cluster = LocalCluster(n_workers=sched.workers or os.cpu_count() or 1, threads_per_worker=1,
-                                       processes=True, dashboard_address=None, silence_logs=logging.CRITICAL)
+                                       processes=True, dashboard_address=None, silence_logs=logging.CRITICAL,
+                                       host="127.0.0.1",
+                                       # no dashboard; its bare HTTP endpoint on a free port, not 8787 (warns if taken)
+                                       scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
                 client = Client(cluster)
             else:
                 client = Client(sched.address, timeout="10s")

@@ -342,17 +342,15 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
         if progress:
             progress(res)
 
+    cluster = None
+    if opts.scheduler and member_opts:  # reached (or not: exit 2) before anything is written
+        from .scheduler import connect, forget
+
+        cluster = held.enter_context(connect(opts.scheduler))
+        held.callback(forget, cluster, shared)
     held.enter_context(runfolder.hold(sweep_dir))
     try:
-        with ExitStack() as on_cluster:
-            cluster = None
-            if opts.scheduler and member_opts:
-                from .scheduler import connect, forget
-
-                cluster = on_cluster.enter_context(connect(opts.scheduler))
-                on_cluster.callback(forget, cluster, shared)
-            run_all([(_member_job, (o,)) for o in member_opts], max(1, opts.workers), on_done=record,
-                    scheduler=cluster)
+        run_all([(_member_job, (o,)) for o in member_opts], max(1, opts.workers), on_done=record, scheduler=cluster)
     except KeyboardInterrupt:  # SIGINT/SIGTERM: the member workers are stopped by now
         from .jsonio import remove_partials
 
