@@ -148,7 +148,9 @@ def test_a_sweep_refuses_the_run_only_options_and_writes_nothing(tmp_path):
 
     corpus = make_corpus(tmp_path, members=1)
     out = tmp_path / "sw"
-    for run_only in ({"judge": "fake"}, {"max_usd": 1.0}, {"record": ["fake=c.jsonl"]}):
+    for run_only in ({"judge": "fake"}, {"record": ["fake=c.jsonl"]}):
         with pytest.raises(UsageError, match="apply to `evalkit run` only"):
             sweep(RunOptions(corpus=corpus, backends=specs("fake"), out=out, notebooks=False, **run_only))
+    with pytest.raises(UsageError, match="--max-usd needs one budget .* add --scheduler local:N"):  # shared through Dask
+        sweep(RunOptions(corpus=corpus, backends=specs("fake"), out=out, notebooks=False, max_usd=1.0))
     assert not out.exists()
