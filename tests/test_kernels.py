@@ -133,3 +133,16 @@ def test_a_chart_has_the_same_bytes_whatever_was_drawn_before_it(before):
     again = chart_bundle(heat)
     assert again == first
     assert "gradient_" not in first[0]["image/svg+xml"] and 'id="gradient-' in first[0]["image/svg+xml"]
+
+
+def test_warm_kernels_leave_with_their_workers(tmp_path):
+    import psutil
+
+    fine = _notebook(tmp_path / "fine.ipynb", "print('fine')")
+    state = tmp_path / "jupyter"
+    jobs = [NotebookJob(fine, tmp_path / str(i) / "fine.ipynb") for i in range(4)]
+    assert all(r.ok for r in execute(jobs, workers=2, kernels=WARM, jupyter_dir=state))
+    kernels = [p for p in psutil.process_iter(["cmdline"]) if str(state) in " ".join(p.info["cmdline"] or [])]
+    psutil.wait_procs(kernels, timeout=5)
+    assert [p for p in kernels if p.is_running()] == []
+    assert list((state / "runtime").iterdir()) == []  # no connection file or socket left behind
