@@ -1,9 +1,10 @@
 """Execute notebooks with papermill in worker processes; normalize what they leave.
 
 Each job runs papermill's Python API in a worker process (`evalkit.workers`; a
-sweep's member worker runs its member's notebooks itself), a kernel per
-notebook, cwd = the output notebook's folder, so relative paths in the
-parameters resolve against it. One failing notebook never stops the others:
+sweep's member worker runs its member's notebooks itself) on that worker's warm
+kernel (`evalkit.kernels`: started once, reset between notebooks; ``kernels="cold"``
+starts a kernel per notebook instead, for the same bytes), cwd = the output
+notebook's folder, so relative paths in the parameters resolve against it. One failing notebook never stops the others:
 every job gets a `NotebookResult` (ok, or the failing cell's ``ename: evalue``).
 
 After a run the notebook is normalized (see `normalize`) so the same inputs
@@ -41,10 +42,12 @@ from .workers import run_all
 
 __all__ = [
     "NotebookJob", "NotebookResult", "execute", "normalize", "normalize_file", "jupyter_env",
-    "plan_member", "plan_report", "NOTEBOOKS_DIR", "KERNEL_NAME",
+    "plan_member", "plan_report", "NOTEBOOKS_DIR", "KERNEL_NAME", "KERNELS", "WARM", "COLD",
 ]
 
 KERNEL_NAME = "python3"
+WARM, COLD = "warm", "cold"
+KERNELS = (WARM, COLD)  # `evalkit run --kernels`: a worker's one long-lived kernel, or one per notebook
 INJECTED_ID = "injected-parameters"
 # The kernel keeps no input history (no sqlite file shared by concurrent kernels) and logs
 # only what is fatal to its own stderr (which is the runner's terminal).
@@ -164,60 +167,45 @@ def _init_worker(env: dict[str, str]) -> None:
     import papermill  # noqa: F401  (warm: the import is paid once per worker)
 
 
-def _kernel_files() -> dict[str, str]:
-    """Connection file and IPC sockets at a unique path under JUPYTER_RUNTIME_DIR.
-
-    IPC: no TCP port races between concurrent kernels. The explicit paths keep
-    the files out of /tmp (jupyter_client's default for the connection file)
-    and out of the notebook's folder (its default IPC path is relative to the
-    cwd, which two notebooks of one member may share). TCP when the path would
-    be too long for a Unix socket.
-    """
-    import uuid
-
-    runtime = os.environ.get("JUPYTER_RUNTIME_DIR", str(_default_jupyter_dir() / "runtime"))
-    stem = os.path.join(runtime, f"k-{uuid.uuid4().hex[:12]}")
-    files = {"connection_file": stem + ".json"}
-    if len(stem.encode()) <= 96:
-        files |= {"transport": "ipc", "ip": stem}
-    return files
-
-
-def _remove_kernel_files(files: dict[str, str]) -> None:
-    import glob
-
-    sockets = glob.glob(glob.escape(files["ip"]) + "-*") if "ip" in files else []
-    for path in [files["connection_file"], *sockets]:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
+_thread = None
 
 
 def _off_main_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call `fn` in a thread of its own and wait for it. Run from the main thread, nbclient takes SIGINT
-    and SIGTERM over for the notebook's duration (it shuts the kernel down and carries on, leaving a failed
-    notebook); off it, this worker's own handlers (`interrupt.worker_signals`) stay in force."""
+    """Call `fn` in this process's notebook thread and wait for it. Run from the main thread, nbclient takes
+    SIGINT and SIGTERM over for the notebook's duration (it shuts the kernel down and carries on, leaving a
+    failed notebook); off it, this worker's own handlers (`interrupt.worker_signals`) stay in force. One
+    thread for every notebook: a warm kernel's client lives in that thread's event loop."""
+    global _thread
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(1, thread_name_prefix="papermill") as thread:
-        return thread.submit(fn, *args, **kwargs).result()
+    if _thread is None:
+        _thread = ThreadPoolExecutor(1, thread_name_prefix="papermill")
+    return _thread.submit(fn, *args, **kwargs).result()
 
 
-def _run_one(notebook: str, output: str, parameters: dict[str, Any], cwd: str, timeout: float | None) -> tuple:
+def _run_one(notebook: str, output: str, parameters: dict[str, Any], cwd: str, timeout: float | None,
+             kernels: str = WARM) -> tuple:
     """Execute one notebook; return (ok, ename, evalue, exec_count, seconds)."""
     import papermill as pm
     from papermill.exceptions import PapermillExecutionError
     from traitlets.config import Config
 
+    from .kernels import ENGINE, kernel_files, remove_kernel_files
+
     t0 = time.perf_counter()
     out = Path(output)
     partial = partial_path(out)  # papermill writes here; `out` is replaced by a whole notebook only
     result: tuple = (True, None, None, None)
-    kernel_files = _kernel_files()
+    if kernels == WARM:  # this process's long-lived kernel (evalkit.kernels)
+        files: dict[str, str] = {}
+        engine: dict[str, Any] = {"engine_name": ENGINE}
+    else:  # a kernel of its own, killed when its outputs are in
+        files = kernel_files()
+        engine = {"config": Config({"KernelManager": files}), "shutdown_kernel": "immediate"}
 
     def cleanup() -> None:
-        _remove_kernel_files(kernel_files)
+        if files:
+            remove_kernel_files(files)
         partial.unlink(missing_ok=True)
 
     with on_stop(cleanup):
@@ -227,11 +215,7 @@ def _run_one(notebook: str, output: str, parameters: dict[str, Any], cwd: str, t
                 _off_main_thread(
                     pm.execute_notebook, notebook, str(partial), parameters=parameters, kernel_name=KERNEL_NAME,
                     cwd=cwd, progress_bar=False, log_output=False, request_save_on_cell_execute=False,
-                    execution_timeout=timeout, record_timing=False, extra_arguments=KERNEL_ARGS,
-                    config=Config({"KernelManager": kernel_files}),
-                    # Outputs are all in by then: kill the kernel rather than wait for a graceful exit.
-                    shutdown_kernel="immediate",
-                )
+                    execution_timeout=timeout, record_timing=False, extra_arguments=KERNEL_ARGS, **engine)
         except PapermillExecutionError as e:  # papermill has written the notebook with its error: kept
             result = (False, e.ename, e.evalue, e.exec_count)
         except Exception as e:  # kernel died, template missing, timeout...
@@ -261,19 +245,23 @@ def _result(job: NotebookJob, raw: tuple | Exception) -> NotebookResult:
 
 def execute(jobs: list[NotebookJob], workers: int | None = None,
             on_done: Callable[[NotebookJob, NotebookResult], None] | None = None,
-            timeout: float | None = None, jupyter_dir: str | Path | None = None, scheduler: Any = None
-            ) -> list[NotebookResult]:
+            timeout: float | None = None, jupyter_dir: str | Path | None = None,
+            kernels: str = WARM, scheduler: Any = None) -> list[NotebookResult]:
     """Run every job in worker processes (`evalkit.workers`); the i-th result belongs to the i-th job.
 
     `workers` defaults to the CPU count; `on_done(job, result)` is called in this
     process as each notebook finishes (for a progress display); `timeout` is
     per cell in seconds (None: no limit). Jobs start when the jobs named in
-    their `after` have finished; a failed job does not stop the others.
+    their `after` have finished; a failed job does not stop the others. `kernels`: ``warm`` (each worker
+    keeps one kernel for all its notebooks, `evalkit.kernels`) or ``cold`` (a kernel per notebook); the
+    executed notebooks are the same bytes either way.
     """
+    if kernels not in KERNELS:
+        raise ValueError(f"kernels must be one of {', '.join(KERNELS)}, not {kernels!r}")
     by_output = {Path(j.output).resolve(): i for i, j in enumerate(jobs)}
     after = [{by_output[p] for p in (Path(a).resolve() for a in j.after) if p in by_output} for j in jobs]
     calls = [(_run_one, (str(Path(j.notebook).resolve()), str(Path(j.output).resolve()), dict(j.parameters),
-                         str(j.workdir.resolve()), timeout)) for j in jobs]
+                         str(j.workdir.resolve()), timeout, kernels)) for j in jobs]
     results: list[NotebookResult | None] = [None] * len(jobs)
 
     def done(i: int, raw: Any) -> None:

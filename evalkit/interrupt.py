@@ -145,6 +145,13 @@ def on_stop(cleanup: Callable[[], None]) -> Iterator[None]:
         _cleanups.remove(cleanup)
 
 
+def at_stop(cleanup: Callable[[], None]) -> None:
+    """Run `cleanup` if this worker is stopped (SIGTERM) at any time from now on (what lives as long as the
+    worker: its warm kernel, `evalkit.kernels`)."""
+    if cleanup not in _cleanups:
+        _cleanups.insert(0, cleanup)  # runs last: after the cleanups of whatever is in flight
+
+
 # --------------------------------------------------------------------------- stopping processes
 
 

@@ -21,8 +21,13 @@ SIZE_CAPS = frozenset({"maxItems", "maxLength", "maxProperties"})
 
 def schema_problem(schema: dict[str, Any]) -> str | None:
     """Why `schema` is not a valid Draft 2020-12 schema (None when it is)."""
+    return _schema_problem(json.dumps(_plain(schema), sort_keys=True))
+
+
+@lru_cache(maxsize=64)  # every load of a task checks its schema: once per schema and process
+def _schema_problem(canonical: str) -> str | None:
     try:
-        Draft202012Validator.check_schema(schema)
+        Draft202012Validator.check_schema(json.loads(canonical))
     except SchemaError as e:
         return f"{'.'.join(map(str, e.absolute_path)) or '(top level)'}: {e.message}"
     return None

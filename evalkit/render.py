@@ -209,9 +209,30 @@ def _up(n: int) -> list[str]:
     return [".."] * n
 
 
-def page_nav(run_dir: Path, path: Path) -> str:
+class _Site:
+    """What the navigation bars of a run's pages read: each task's results and which notebooks exist.
+
+    Looked up once per run when `render_run` renders a whole run (a page per member would otherwise read
+    every member's score.json: quadratic in the members), and afresh for a single page."""
+
+    def __init__(self, notebooks: list[Path] | None = None):
+        self._results: dict[tuple[Path, str], list[Any]] = {}
+        self._notebooks = {p.resolve() for p in notebooks} if notebooks is not None else None
+
+    def results(self, run_dir: Path, task: str) -> list[Any]:
+        key = (run_dir.resolve(), task)
+        if key not in self._results:
+            self._results[key] = runfolder.task_results(run_dir, task)
+        return self._results[key]
+
+    def exists(self, path: Path) -> bool:
+        return path.resolve() in self._notebooks if self._notebooks is not None else path.is_file()
+
+
+def page_nav(run_dir: Path, path: Path, site: _Site | None = None) -> str:
     """The navigation bar of the page of notebook `path` in `run_dir`: breadcrumbs index › task › member ›
     backend, the member's other pages (extraction ↔ score) and backends, the previous and next member."""
+    site = site or _Site()
     try:
         parts = path.resolve().relative_to(run_dir.resolve()).parts
     except ValueError:
@@ -225,12 +246,12 @@ def page_nav(run_dir: Path, path: Path) -> str:
         if here == COMPARE:
             crumbs.append(("backend comparison", None))
         links = [("backend comparison", chrome.href(page(COMPARE).name))] \
-            if here == REPORT and (path.parent / COMPARE).is_file() else []
+            if here == REPORT and site.exists(path.parent / COMPARE) else []
         return chrome.nav(crumbs, links)
     if depth != 3 or path.name not in (EXTRACT_NB, SCORE_NB):
         return chrome.nav([index, (path.stem, None)])
     task, member, folder = parts[:3]
-    results = runfolder.task_results(run_dir, task)
+    results = site.results(run_dir, task)
     labels = {(s.member, s.home.name): s.backend for s in results}
     label = labels.get((member, folder), folder)
     crumbs = [index, (task, chrome.href("..", "..", page(REPORT).name)), (member, None), (label, None)]
@@ -238,12 +259,12 @@ def page_nav(run_dir: Path, path: Path) -> str:
     for nb, text in ((EXTRACT_NB, "extraction"), (SCORE_NB, "score")):
         if nb == path.name:
             links.append((text, None))
-        elif (path.parent / nb).is_file():
+        elif site.exists(path.parent / nb):
             links.append((text, chrome.href(page(nb).name)))
     for (m, f), other in sorted(labels.items()):
-        if m == member and f != folder and (path.parent.parent / f / path.name).is_file():
+        if m == member and f != folder and site.exists(path.parent.parent / f / path.name):
             links.append((f"backend {other}", chrome.href("..", f, page(path.name).name)))
-    same = sorted(m for m, f in labels if f == folder and (run_dir / task / m / f / path.name).is_file())
+    same = sorted(m for m, f in labels if f == folder and site.exists(run_dir / task / m / f / path.name))
     if member in same:
         i = same.index(member)
         if i > 0:
@@ -253,7 +274,8 @@ def page_nav(run_dir: Path, path: Path) -> str:
     return chrome.nav(crumbs, links)
 
 
-def render_notebook(path: str | Path, out: str | Path | None = None, run_dir: str | Path | None = None) -> Path:
+def render_notebook(path: str | Path, out: str | Path | None = None, run_dir: str | Path | None = None,
+                    site: _Site | None = None) -> Path:
     """Write the HTML page of an executed notebook (default: beside it, ``.html``); return its path.
 
     `run_dir`: the run folder the notebook belongs to, for the navigation bar (default: the nearest
@@ -266,7 +288,7 @@ def render_notebook(path: str | Path, out: str | Path | None = None, run_dir: st
     root = Path(run_dir) if run_dir is not None else _run_root(path)
     resources = {"metadata": {"name": _title(nb, path)},
                  "evalkit": {"csp": chrome.csp([chrome.script()], [chrome.css()]), "css": chrome.css(),
-                             "script": chrome.script(), "nav": page_nav(root, path)}}
+                             "script": chrome.script(), "nav": page_nav(root, path, site)}}
     body, _ = _exporter().from_notebook_node(nb, resources=resources)
     write_text(out, body)
     return out
@@ -287,9 +309,11 @@ def render_run(run_dir: str | Path, on_done: Any = None) -> list[Path]:
     """
     run_dir = Path(run_dir)
     pages = []
-    for nb_path in _notebooks(run_dir):
+    notebooks = _notebooks(run_dir)
+    site = _Site(notebooks)  # one exporter, one template load, one look at the run for every page
+    for nb_path in notebooks:
         t0 = time.perf_counter()
-        pages.append(render_notebook(nb_path, run_dir=_run_root(nb_path, run_dir)))
+        pages.append(render_notebook(nb_path, run_dir=_run_root(nb_path, run_dir), site=site))
         if on_done:
             on_done(pages[-1], time.perf_counter() - t0)
     pages.append(render_index(run_dir))

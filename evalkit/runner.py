@@ -69,6 +69,7 @@ class RunOptions:
     max_concurrency: int = 8  # backend calls in flight (a sweep: per member)
     html: bool = True  # render the notebooks' HTML pages and index.html
     notebooks: bool = True  # False: score in-process (no papermill, no HTML) — `--no-notebooks`
+    kernels: str = "warm"  # --kernels warm|cold: a notebook worker's one kernel, or one per notebook (evalkit.kernels)
     report: bool = True  # run report.ipynb per task
     force: bool = False  # a sweep re-runs current members too
     record: list[str] = field(default_factory=list)  # run only: NAME=PATH, record that backend's calls to a cassette
@@ -593,7 +594,7 @@ def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opt
         if j.output in last_of:
             finish(last_of[j.output])
 
-    results = execute(jobs, workers=opts.workers, on_done=on_done, scheduler=cluster)
+    results = execute(jobs, workers=opts.workers, on_done=on_done, kernels=opts.kernels, scheduler=cluster)
     by_output.update({j.output: r for j, r in zip(jobs, results)})
     for h in homes:
         if h.dir not in done:

@@ -86,6 +86,22 @@ def test_render_run_is_byte_identical(run_copy):
     assert _pages(elsewhere) == first
 
 
+def test_a_whole_run_reads_each_task_once_not_once_per_page(run_copy, monkeypatch):
+    # The navigation bar of every member page lists the task's members: read per page, a run of N members
+    # read N score.json files N times over.
+    from evalkit import runfolder
+
+    reads = []
+    real = runfolder.task_results
+    monkeypatch.setattr(runfolder, "task_results", lambda run_dir, task: reads.append(task) or real(run_dir, task))
+    single = render_notebook(run_copy / TASK_ID / "hostile" / "fake" / "score.ipynb").read_bytes()
+    assert reads == [TASK_ID]
+    reads.clear()
+    pages = render_run(run_copy)
+    assert len(pages) > 4 and reads == [TASK_ID, TASK_ID]  # once for all its pages, once for the index
+    assert (run_copy / TASK_ID / "hostile" / "fake" / "score.html").read_bytes() == single  # the same page
+
+
 def test_pages_load_nothing_from_outside_and_run_only_the_bundled_script(run_copy):
     render_run(run_copy)
     for name, data in _pages(run_copy).items():

@@ -63,6 +63,10 @@ BOARD = click.option("--board", type=click.Path(path_type=Path, dir_okay=False),
                      help="Scoreboard file (default: <corpus>/scoreboard.json).")
 THRESHOLD = click.option("--threshold", type=click.FloatRange(0, 1), default=None, help="Override the pass threshold.")
 MAX_CONCURRENCY = click.option("--max-concurrency", type=click.IntRange(1), default=8, help="Concurrent backend calls.")
+KERNELS = click.option(
+    "--kernels", type=click.Choice(["warm", "cold"]), default="warm", show_default=True,
+    help="Notebook kernels: warm (each worker keeps one kernel, reset between notebooks) or cold (a new kernel "
+         "per notebook). The executed notebooks are the same bytes; cold is ~5x slower, kept for comparison.")
 ALLOW_UNPRICED = click.option(
     "--allow-unpriced", is_flag=True,
     help="Let a model with no price run under --max-usd or --dry-run (its calls count $0 and are not capped); "
@@ -76,6 +80,7 @@ RUN_OPTIONS = apply(
     THRESHOLD,
     click.option("--workers", type=click.IntRange(1), default=None, help="Notebook processes (default: cores)."),
     SCHEDULER,
+    KERNELS,
     MAX_CONCURRENCY,
     click.option("--html/--no-html", default=True, help="Render the HTML report."),
     click.option("--update-scoreboard", "update_board", is_flag=True,
@@ -93,6 +98,7 @@ SWEEP_OPTIONS = apply(
     click.option("--notebooks/--no-notebooks", default=True,
                  help="Run the extract/score notebooks (default), or only extraction + scoring (fast, no .ipynb)."),
     click.option("--html/--no-html", default=False, help="Render each member's HTML (default: no)."),
+    KERNELS,
 )
 
 # `evalkit run` and `evalkit sweep`: which members of each task, the task settings overridden, replay misses

@@ -8,6 +8,7 @@ fixed outcome colours and the outcome charts every shape's pages share; builders
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -46,6 +47,27 @@ def _vl_version(spec: dict[str, Any]) -> str | None:
     return same_major[-1] if same_major else None
 
 
+_COUNTED_ID = re.compile(r'\bid="([A-Za-z]+)_(\d+)"')
+
+
+def _stable_ids(svg: str) -> str:
+    """The SVG with vega's counted ids (``gradient_3``, ``clip_7``) renamed after its own content.
+
+    vega numbers them with counters that live as long as the process, so the same chart drawn after
+    another got other ids: a notebook's bytes depended on what its kernel drew before (a warm kernel,
+    `evalkit.kernels`, or a second run in JupyterLab). Named by a hash of the chart with its ids blanked,
+    they are the same for the same chart and still differ between two charts of one page.
+    """
+    ids = list(dict.fromkeys(f"{m.group(1)}_{m.group(2)}" for m in _COUNTED_ID.finditer(svg)))
+    if not ids:
+        return svg
+    refs = re.compile(r'(\bid="|url\(#|href="#)(' + "|".join(map(re.escape, ids)) + r')(?=[")])')
+    index = {old: i for i, old in enumerate(ids)}
+    blank = refs.sub(lambda m: f"{m.group(1)}@{index[m.group(2)]}@", svg)
+    tag = hashlib.sha256(blank.encode()).hexdigest()[:10]
+    return re.sub(r"@(\d+)@", lambda m: f"{ids[int(m.group(1))].rsplit('_', 1)[0]}-{tag}-{m.group(1)}", blank)
+
+
 def chart_bundle(spec: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """(data, metadata) of a display bundle for an altair chart or a Vega-Lite dict.
 
@@ -60,7 +82,7 @@ def chart_bundle(spec: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     if hasattr(spec, "to_dict"):
         spec = spec.to_dict()
     version = _vl_version(spec)
-    svg = vlc.vegalite_to_svg(spec, **({"vl_version": version} if version else {}))
+    svg = _stable_ids(vlc.vegalite_to_svg(spec, **({"vl_version": version} if version else {})))
     png = vlc.svg_to_png(svg, scale=1)
     m = re.search(r'<svg[^>]*\bwidth="([\d.]+)"[^>]*\bheight="([\d.]+)"', svg)
     meta = {"image/png": {"width": round(float(m.group(1))), "height": round(float(m.group(2)))}} if m else {}
