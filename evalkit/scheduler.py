@@ -125,27 +125,33 @@ class Cluster:
 
         from .workers import WorkerDied
 
-        after = [set(a) - {i} for i, a in enumerate(after)] if after is not None else [set() for _ in calls]
-        pending = set(range(len(calls)))
+        waiting = [set(a) - {i} for i, a in enumerate(after)] if after is not None else [set() for _ in calls]
+        dependents: dict[int, list[int]] = {}
+        for i, deps in enumerate(waiting):
+            for d in deps:
+                dependents.setdefault(d, []).append(i)
         results: list[Any] = [None] * len(calls)
+        unsent = set(range(len(calls)))
         argv = list(sys.argv)
         futures: dict[Any, int] = {}
         queue = as_completed()
 
-        def submit_ready() -> None:
-            ready = [i for i in sorted(pending) if not (after[i] & pending) and i not in futures.values()]
-            if not ready and pending and not futures:  # a dependency cycle: what is left runs in order
-                ready = sorted(pending)[:1]
-            for i in ready:
-                fn, args = calls[i]
-                fut = self.client.submit(_task, initializer, initargs, argv, fn, args, pure=False,
-                                         key=f"evalkit-{getattr(fn, '__name__', 'call')}-{i}-{uuid.uuid4().hex[:8]}")
-                futures[fut] = i
-                queue.add(fut)
+        def submit(i: int) -> None:
+            fn, args = calls[i]
+            unsent.discard(i)
+            fut = self.client.submit(_task, initializer, initargs, argv, fn, args, pure=False,
+                                     key=f"evalkit-{getattr(fn, '__name__', 'call')}-{i}-{uuid.uuid4().hex[:8]}")
+            futures[fut] = i
+            queue.add(fut)
 
         try:
-            submit_ready()
-            for fut in queue:
+            for i in [i for i in range(len(calls)) if not waiting[i]]:
+                submit(i)
+            while futures or unsent:
+                if not futures:  # a dependency cycle: what is left runs in order, as in the local pool
+                    for i in sorted(unsent):
+                        submit(i)
+                fut = next(queue)
                 i = futures.pop(fut)
                 try:
                     result = fut.result()
@@ -153,11 +159,13 @@ class Cluster:
                     from distributed.scheduler import KilledWorker
 
                     result = WorkerDied() if isinstance(e, KilledWorker) else e
-                pending.discard(i)
                 results[i] = result
                 if on_done:
                     on_done(i, result)
-                submit_ready()
+                for j in dependents.get(i, ()):  # those waiting only for this one start now
+                    waiting[j].discard(i)
+                    if not waiting[j] and j in unsent:
+                        submit(j)
         except BaseException:  # an interrupt: nothing more starts (a local cluster is stopped by `connect`)
             self.client.cancel(list(futures), force=True)
             raise
