@@ -212,3 +212,31 @@ def test_parse_accepts_the_three_forms():
     assert parse("local:3") == Scheduler(workers=3)
     assert parse("tcp://10.0.0.5:8786") == Scheduler(address="tcp://10.0.0.5:8786")
     assert parse("tcp://head-node.lan:8786").address == "tcp://head-node.lan:8786"
+
+
+def test_only_live_calls_take_a_lease(tmp_path):
+    """A call answered by the provider holds a lease; one replayed from a cassette (recorded or replay-only) none."""
+    from contextlib import asynccontextmanager
+
+    from servers.fixtures import req
+    from evalkit.backends.cassette import RecordingBackend, ReplayBackend
+    from evalkit.backends.openai import OpenAIBackend
+    from evalkit.pool import Job, run_pool
+
+    held = []
+
+    @asynccontextmanager
+    async def lease():
+        held.append(1)
+        yield
+
+    cassette = tmp_path / "c.jsonl"
+    with OpenAIFake() as server:
+        def recording():
+            return RecordingBackend(OpenAIBackend("o", url=f"{server.url}/v1", model="gpt-4o-mini", max_retries=0),
+                                    cassette)
+
+        run_pool([Job(recording(), req())], lease=lease)
+        assert server.count == 1 and len(held) == 1  # recorded: a live call
+        run_pool([Job(recording(), req()), Job(ReplayBackend("r", cassette), req())], lease=lease)
+        assert server.count == 1 and len(held) == 1  # replayed twice: no call, no lease
