@@ -112,7 +112,9 @@ def normalize(nb: Any) -> Any:
     * the injected-parameters cell gets the fixed id ``injected-parameters``;
       papermill's error-banner cells get ``papermill-error-<n>``;
     * ``metadata.kernelspec`` fixed to python3; ``language_info.version``
-      reduced to major.minor.
+      reduced to major.minor;
+    * adjacent outputs of one stream joined (how a print's text was split into
+      messages depends on when the kernel flushed its buffer).
     """
     pm = nb.metadata.get("papermill")
     if pm is not None:
@@ -127,6 +129,8 @@ def normalize(nb: Any) -> Any:
         li["version"] = ".".join(str(li["version"]).split(".")[:2])
     errors = 0
     for cell in nb.cells:
+        if cell.get("outputs"):
+            cell["outputs"] = _joined_streams(cell["outputs"])
         md = cell.get("metadata", {})
         md.pop("execution", None)
         cpm = md.get("papermill")
@@ -140,6 +144,20 @@ def normalize(nb: Any) -> Any:
             errors += 1
             cell["id"] = f"papermill-error-{errors}"
     return nb
+
+
+def _joined_streams(outputs: list[Any]) -> list[Any]:
+    """Adjacent outputs of one stream (stdout, stderr) as one: the kernel sends a print's text in as many
+    messages as its output buffer happened to be flushed, which differs from run to run. Order is kept."""
+    joined: list[Any] = []
+    for out in outputs:
+        last = joined[-1] if joined else None
+        if (out.get("output_type") == "stream" and last is not None and last.get("output_type") == "stream"
+                and last.get("name") == out.get("name")):
+            last["text"] = "".join(last["text"]) + "".join(out["text"])
+        else:
+            joined.append(out)
+    return joined
 
 
 def normalize_file(path: str | Path, out: str | Path | None = None) -> None:

@@ -150,6 +150,32 @@ def write_summary(run_dir: str | Path) -> dict[str, Any]:
     return data
 
 
+def write_sweep_summary(sweep_dir: str | Path, run_dirs: Iterable[str | Path]) -> dict[str, Any]:
+    """summary.json of a sweep: `summarize` over its members' run folders (`run_dirs`, relative to
+    `sweep_dir`: this sweep's selection, current members included) as one run; written beside sweep.json."""
+    sweep_dir = Path(sweep_dir)
+    results: list[Any] = []
+    merged: dict[str, Any] = {"backends": [], "members": [], "skipped": [], "heldout": []}
+    labels: set[str] = set()
+    for rel in run_dirs:
+        run_dir = sweep_dir / rel
+        if not (run_dir / runfolder.RUN_JSON).is_file():
+            continue  # a member that crashed before its run began: the sweep lists it as failed
+        results += runfolder.scan(run_dir, status=None, unscored=True)
+        run_json = runfolder.read_run_json(run_dir)
+        merged.setdefault("parameters", run_json.get("parameters"))
+        merged.setdefault("evalkit_version", run_json.get("evalkit_version"))
+        for b in run_json.get("backends") or []:
+            if isinstance(b, dict) and b.get("label") not in labels:
+                labels.add(b.get("label"))
+                merged["backends"].append(b)
+        for key in ("members", "skipped", "heldout"):
+            merged[key] += run_json.get(key) or []
+    data = summarize(results, merged)
+    runfolder.write_summary(sweep_dir, data)
+    return data
+
+
 # ----------------------------------------------------------------------------- one line per backend
 
 

@@ -47,6 +47,7 @@ from .interrupt import Interrupted
 from .runner import Outcome, RunOptions
 from .backends import BackendSpec
 from .stats import SEED
+from .summary import write_sweep_summary
 from .status import ERROR, NOT_COVERED, REFUSED, SCORED, SKIPPED, shown
 from .workers import WorkerDied, run_all
 
@@ -145,6 +146,7 @@ class SweepResult:
     run_dir: Path
     members: list[MemberResult]
     recorded: Any = None  # runner.Recorded: what the sweep wrote to the history and scoreboard
+    summary: dict[str, Any] | None = None  # its summary.json (`evalkit.summary.write_sweep_summary`)
 
     @property
     def outcomes(self) -> list[Outcome]:
@@ -347,4 +349,5 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
                           f"kept in {sweep_dir / runfolder.SWEEP_JSON}", sweep_dir) from None
     _write_sweep_json(sweep_dir, opts, records, others)
     members = [records[k] for k in sorted(records)]
-    return SweepResult(run_dir=sweep_dir, members=members)
+    summary = write_sweep_summary(sweep_dir, [m.run_dir for m in members if m.run_dir])
+    return SweepResult(run_dir=sweep_dir, members=members, summary=summary)

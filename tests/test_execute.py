@@ -75,6 +75,23 @@ def test_normalize_fixes_papermill_fields():
     assert cell.metadata.papermill == {"status": "completed"}
 
 
+def test_normalize_joins_a_print_split_across_stream_messages_and_keeps_the_order():
+    # The kernel flushes its stdout buffer on a timer: one print may arrive as "(none)" then "\n".
+    out = nbformat.v4.new_output
+    split = [out("stream", name="stdout", text="(none)"), out("stream", name="stdout", text="\n"),
+             out("stream", name="stderr", text="warn\n"), out("display_data", data={"text/plain": "x"}),
+             out("stream", name="stdout", text="after\n")]
+    whole = [out("stream", name="stdout", text="(none)\n"), out("stream", name="stderr", text="warn\n"),
+             out("display_data", data={"text/plain": "x"}), out("stream", name="stdout", text="after\n")]
+    a, b = nbformat.v4.new_notebook(), nbformat.v4.new_notebook()
+    a.cells, b.cells = [nbformat.v4.new_code_cell("", outputs=split)], [nbformat.v4.new_code_cell("", outputs=whole)]
+    for nb in (a, b):
+        nb.cells[0].id = "c"
+        normalize(nb)
+    assert nbformat.writes(a) == nbformat.writes(b)
+    assert [o.get("name", o.output_type) for o in a.cells[0].outputs] == ["stdout", "stderr", "display_data", "stdout"]
+
+
 def test_a_failing_notebook_reports_its_error_and_the_others_finish(tmp_path):
     corpus = mini_corpus(tmp_path / "corpus")
     run_dir = tmp_path / "run"

@@ -47,6 +47,10 @@ def test_rerun_skips_current_members_and_reruns_changed_ones(tmp_path):
     assert [m.status for m in again.members] == ["current"] * 3
     assert [o.score for o in again.outcomes] == [1.0] * 3  # outcomes carried over from sweep.json
     assert mtimes(out) == stamps
+    # summary.json (what the summary lines print) covers the sweep's selection, current members too
+    summary = read_json(out / "summary.json")
+    assert again.summary == summary
+    assert [(b["backend"], b["members"], b["passed"]) for b in summary["tasks"]["memos"]["backends"]] == [("fake", 3, 3)]
 
     # The truth of m0 changes: only m0 is stale.
     truth = corpus / "memos" / "m0" / "truth.yaml"
@@ -58,6 +62,7 @@ def test_rerun_skips_current_members_and_reruns_changed_ones(tmp_path):
     opts.only = ["m1"]
     opts.force = True
     assert [m.status for m in sweep(opts).members] == ["ran"]
+    assert read_json(out / "summary.json")["tasks"]["memos"]["members"] == ["m1"]
     opts.only, opts.force = None, False
     assert [m.status for m in sweep(opts).members] == ["current"] * 3
 

@@ -4,20 +4,19 @@ one line of counts and means — means over scored members only, errors counted 
 across backends — then where the results are and what was recorded.
 
 A run prints each member's line the moment it is scored (`printer`: ``[n/N] task/member … 85.0% PASS``,
-flushed, above any progress bar, piped to a file too); its summary then lists the skipped members with
-the reason (it names the fix) and one line per backend from summary.json (`evalkit.summary.backend_line`:
-the headline's mean with its CI)."""
+flushed, above any progress bar, piped to a file too), a sweep all of them at its end; both then list the
+skipped members with the reason (it names the fix) and one line per task × backend from their summary.json
+(`evalkit.summary.backend_line`: the headline's mean with its CI, held-out members apart)."""
 
 from __future__ import annotations
 
 import sys
-from collections import defaultdict
 from typing import Any, Callable
 
 import click
 
 from ..runfolder import INDEX
-from ..status import ERROR, NOT_COVERED, REFUSED, SCORED, SKIPPED, shown
+from ..status import ERROR, NOT_COVERED, SCORED, SKIPPED, shown
 
 
 def pct(x: float | None) -> str:
@@ -49,41 +48,6 @@ def printer(backends: int, echo: Callable[[str], Any] = click.echo) -> Callable[
     return show
 
 
-def members_line(outs: list[Any]) -> str:
-    """``Members: 9/12 passed · 1 error · mean field accuracy … · mean score … (over 11 scored) · 2 skipped``:
-    members attempted are scored or errored; means are over the scored ones only."""
-    scored = [o for o in outs if o.status == SCORED]
-    errors = sum(o.status == ERROR for o in outs)
-    line = f"Members: {sum(o.passed is True for o in scored)}/{len(scored) + errors} passed"
-    if errors:
-        line += f" · {errors} error{'s' if errors > 1 else ''}"
-    accs = [o.metrics.get("field_accuracy") for o in scored if o.metrics.get("field_accuracy") is not None]
-    if accs:
-        line += f" · mean field accuracy {pct(sum(accs) / len(accs)).strip()}"
-    scores = [o.score for o in scored if o.score is not None]
-    if scores:
-        line += f" · mean score {pct(sum(scores) / len(scores)).strip()}" + (f" (over {len(scores)} scored)"
-                                                                               if errors else "")
-    for status in (SKIPPED, REFUSED, NOT_COVERED):
-        n = sum(o.status == status for o in outs)
-        if n:
-            line += f" · {n} {shown(status).lower()}"
-    return line
-
-
-def heldout_lines(outs: list[Any]) -> list[str]:
-    """Every corpus mean twice when held-out members were scored: ``tuned: …`` and ``held-out: …``."""
-    scored = [o for o in outs if o.status == SCORED]
-    if not any(getattr(o, "heldout", False) for o in scored):
-        return []
-    lines = []
-    for name, group in (("tuned", [o for o in scored if not o.heldout]), ("held-out", [o for o in scored if o.heldout])):
-        scores = [o.score for o in group if o.score is not None]
-        lines.append(f"{name}: {sum(o.passed is True for o in group)}/{len(group)} passed"
-                     + (f" · mean score {pct(sum(scores) / len(scores)).strip()}" if scores else ""))
-    return lines
-
-
 def skipped_line(outs: list[Any]) -> str | None:
     """Members skipped for a missing source, collapsed into one line for their task."""
     n = len({o.member for o in outs if o.status == SKIPPED})
@@ -100,9 +64,6 @@ def print_summary(result: Any, echo: Callable[[str], Any] = click.echo) -> None:
     multi = len({o.backend for o in outcomes}) > 1
     if getattr(result, "reference", None):
         echo(f"Reference mode: every figure is a similarity to {result.reference}'s extractions, not an accuracy")
-    by_task: dict[str, list[Any]] = defaultdict(list)
-    for o in outcomes:
-        by_task[o.task].append(o)
     if sweep:  # one flat list, TASK/MEMBER, in key order; crashed members have no outcome
         for m in result.members:
             if m.status == "failed":
@@ -114,27 +75,8 @@ def print_summary(result: Any, echo: Callable[[str], Any] = click.echo) -> None:
                     continue  # a missing source: one line for its task, below
                 for line in _outcome_lines(f"  {m.key}" + (f" [{o.backend}]" if multi else ""), o, tag):
                     echo(line)
-    tasks = (getattr(result, "summary", None) or {}).get("tasks")
-    if not sweep and tasks is not None:  # the verdict lines went out as each member was scored
-        _run_summary(result, tasks, echo)
-        by_task = {}
-    for task, outs in by_task.items():
-        if not sweep:
-            echo(task)
-            for o in outs:
-                if o.status == SKIPPED:
-                    continue  # a missing source: one line for the task, below
-                for line in _outcome_lines(f"  {o.member}" + (f" [{o.backend}]" if multi else ""), o):
-                    echo(line)
-        backends = sorted({o.backend for o in outs})
-        for label in backends:
-            which = f"{task} [{label}] " if sweep and multi else f"{task} " if sweep else f"[{label}] " if multi else ""
-            echo(f"  {which}{members_line([o for o in outs if o.backend == label])}")
-            for line in heldout_lines([o for o in outs if o.backend == label]):
-                echo(f"    {line}")
-        skipped = skipped_line(outs)
-        if skipped:
-            echo(f"  {task + ' ' if sweep else ''}{skipped}")
+    # a run's verdict lines went out as each member was scored
+    _task_lines(outcomes, (getattr(result, "summary", None) or {}).get("tasks") or {}, echo, sweep)
     if sweep:
         ran = sum(m.status == "ran" for m in result.members)
         current = sum(m.status == "current" for m in result.members)
@@ -156,30 +98,32 @@ def print_summary(result: Any, echo: Callable[[str], Any] = click.echo) -> None:
     print_recorded(getattr(result, "recorded", None), echo)
 
 
-def _run_summary(result: Any, tasks: dict[str, Any], echo: Callable[[str], Any]) -> None:
-    """Per task: the members not scored with why (those skipped for a missing source in one line), then one
-    line per backend (summary.json)."""
+def _task_lines(outcomes: list[Any], tasks: dict[str, Any], echo: Callable[[str], Any], sweep: bool) -> None:
+    """Per task: a run's members not scored with why (a sweep listed every member above), those skipped for a
+    missing source in one line, then one line per backend from summary.json (`summary.backend_line`)."""
     from ..summary import backend_line
 
     unscored: dict[str, list[Any]] = {}
-    for o in result.outcomes:
+    for o in outcomes:
         if o.status not in (SCORED, ERROR):
             unscored.setdefault(o.task, []).append(o)
     for task in sorted(set(tasks) | set(unscored)):
-        echo(task)
+        prefix = f"  {task} " if sweep else "  "
         outs = unscored.get(task, [])
-        shown_members: set[str] = set()
-        for o in outs:
-            if o.status != SKIPPED and o.member not in shown_members:
-                shown_members.add(o.member)
-                echo(f"  {o.member} … {shown(o.status)}")
-                echo(f"      ↳ {o.why}")
+        if not sweep:
+            echo(task)
+            shown_members: set[str] = set()
+            for o in outs:
+                if o.status != SKIPPED and o.member not in shown_members:
+                    shown_members.add(o.member)
+                    echo(f"  {o.member} … {shown(o.status)}")
+                    echo(f"      ↳ {o.why}")
         if skipped := skipped_line(outs):
-            echo(f"  {skipped}")
+            echo(prefix + skipped)
         t = tasks.get(task) or {}
         for entry in t.get("backends") or []:
             if entry["members"] or not entry["skipped"]:
-                echo("  " + backend_line(entry, t["headline"]))
+                echo(prefix + backend_line(entry, t["headline"]))
 
 
 def print_recorded(recorded: Any, echo: Callable[[str], Any] = click.echo) -> None:
