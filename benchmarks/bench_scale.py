@@ -21,7 +21,7 @@ every member passes):
   messages evalkit sends, Inspect's own ``mockllm/model`` answering each with its member's truth JSON
   (a dictionary look-up, like evalkit's fake backend: neither waits), and a scorer that parses the JSON
   and compares every field (sets as sets, numbers within 0.001), in Inspect's default configuration
-  (log written). Inspect runs in its own venv, ``benchmarks/.venv-inspect`` (created with
+  (log written). Inspect runs in its own venv, ``.venv-inspect`` at the checkout's top (created with
   ``inspect-ai`` on first use; ``--inspect-python`` uses another; never an evalkit dependency).
 
 Each mode runs once on one member and once on all of its members; "after start-up" divides the
@@ -51,7 +51,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK_YAML = ROOT / "corpus" / "deal-memos" / "task.yaml"
-INSPECT_VENV = ROOT / "benchmarks" / ".venv-inspect"
+INSPECT_VENV = ROOT / ".venv-inspect"  # beside .venv: not under benchmarks/, which tests scan for code
 TASK_ID = "deal-memos"
 
 # -- the synthetic corpus --------------------------------------------------------------------------------
@@ -248,12 +248,13 @@ def run_all(modes: list[Mode], runs: Path, repeat: int) -> None:
 
 
 def _check_members(out: Path, n: int) -> None:
-    """Every member ran: a run folder's run.json, or a sweep folder's member folders."""
-    if (out / "sweep.json").exists():
-        done = sum(1 for d in (out / "members" / TASK_ID).iterdir() if d.is_dir())
-    else:
-        from evalkit.runfolder import read_run_json
+    """Every member ran: the sweep's record of its members, or the run's."""
+    from evalkit.runfolder import read_run_json, read_sweep_json
 
+    swept = read_sweep_json(out).get("members")
+    if swept is not None:
+        done = sum(m["status"] == "ran" for m in swept.values())
+    else:
         done = len(read_run_json(out)["members"])
     if done != n:
         sys.exit(f"{out}: {done} members ran, not {n}")
@@ -404,7 +405,7 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, metavar="DIR", help="build the corpus and runs in DIR and keep them")
     ap.add_argument("--skip-inspect", action="store_true")
     ap.add_argument("--inspect-python", metavar="PYTHON", help="an interpreter with inspect-ai (default: "
-                    "benchmarks/.venv-inspect, created on first use)")
+                    ".venv-inspect, created on first use)")
     ap.add_argument("--markdown", action="store_true", help="also print the block for README.md's benchmarks")
     ap.add_argument("--inspect-child", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--log-dir", help=argparse.SUPPRESS)
