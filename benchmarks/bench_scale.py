@@ -350,6 +350,12 @@ def report(modes: list[Mode], inspect: Mode | None, args, loads: list[str]) -> t
     return text, md
 
 
+def _x(a: float, b: float, spec: str = ".1f") -> str:
+    """a / b as a ratio; — when either is not positive (at a few members the start-up's noise can exceed
+    their cost)."""
+    return f"{a / b:{spec}}×" if a > 0 and b > 0 else "—"
+
+
 def _ratios(modes: list[Mode], inspect: Mode | None) -> list[tuple[str, str]]:
     by = {m.name: m for m in modes if m.command is not None}
     out = []
@@ -357,20 +363,20 @@ def _ratios(modes: list[Mode], inspect: Mode | None) -> list[tuple[str, str]]:
     warm = by.get("notebooks, warm kernels")
     if cold and warm:
         out.append(("cold / warm kernels, wall per member after start-up",
-                    f"{cold.per_member[0] / warm.per_member[0]:.1f}× (whole runs: "
-                    f"{cold.median(cold.members, 0) / warm.median(warm.members, 0):.1f}×)"))
+                    f"{_x(cold.per_member[0], warm.per_member[0])} (whole runs: "
+                    f"{_x(cold.median(cold.members, 0), warm.median(warm.members, 0))})"))
     local = by.get("sweep --no-notebooks")
     sched = next((m for n, m in by.items() if "--scheduler" in n), None)
     if local and sched:
         out.append(("--scheduler / local pool, wall",
-                    f"{sched.median(sched.members, 0) / local.median(local.members, 0):.2f}× whole run, "
-                    f"{sched.per_member[0] / local.per_member[0]:.2f}× after start-up"))
+                    f"{_x(sched.median(sched.members, 0), local.median(local.members, 0), '.2f')} whole run, "
+                    f"{_x(sched.per_member[0], local.per_member[0], '.2f')} after start-up"))
     if local and inspect:
         out.append(("members/s after start-up, evalkit --no-notebooks / Inspect AI",
-                    f"{inspect.per_member[0] / local.per_member[0]:.2f}× (whole runs: "
-                    f"{inspect.median(inspect.members, 0) / local.median(local.members, 0):.2f}×)"))
+                    f"{_x(inspect.per_member[0], local.per_member[0], '.2f')} (whole runs: "
+                    f"{_x(inspect.median(inspect.members, 0), local.median(local.members, 0), '.2f')})"))
         out.append(("CPU-s per member after start-up, evalkit --no-notebooks / Inspect AI",
-                    f"{local.per_member[1] / inspect.per_member[1]:.2f}× ({local.per_member[1] * 1e3:.1f} ms / "
+                    f"{_x(local.per_member[1], inspect.per_member[1], '.2f')} ({local.per_member[1] * 1e3:.1f} ms / "
                     f"{inspect.per_member[1] * 1e3:.1f} ms)"))
     return out
 
