@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -173,7 +174,8 @@ class Member:
 def load_task(task_dir: Path) -> Task:
     """The task in `task_dir` (a folder of its corpus), its scorer loaded and its options validated."""
     task_dir = inside(Path(task_dir).parent, task_dir, "a task folder", "its corpus folder")
-    spec, loc = parse(TaskSpec, inside(task_dir, task_dir / "task.yaml", "task.yaml", "its task folder"))
+    spec_file = inside(task_dir, task_dir / "task.yaml", "task.yaml", "its task folder")
+    spec, loc = _parse_task_yaml(spec_file)
     if spec.id != task_dir.name:
         raise InvalidCorpus([f"{loc.where(('id',))}: id: {spec.id!r} must equal its folder name {task_dir.name!r}"])
     if bad := schema_problem(spec.output_schema):
@@ -186,6 +188,22 @@ def load_task(task_dir: Path) -> Task:
         except ValidationError as e:
             raise InvalidCorpus(_problems(e, loc, ("scoring",))) from None
     return Task(dir=task_dir, spec=spec, scorer=scorer, options=options)
+
+
+def _parse_task_yaml(spec_file: Path) -> tuple[TaskSpec, Locator]:
+    """task.yaml parsed once per process while it is unchanged (its size and mtime): a sweep runs each of a
+    task's members on its own, a few worker processes for them all. (The scorer is loaded afresh each time:
+    a local one may change beside an unchanged task.yaml.)"""
+    try:
+        stat = spec_file.stat()
+    except OSError:
+        return parse(TaskSpec, spec_file)  # which says what is wrong
+    return _parsed(spec_file, stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=64)
+def _parsed(spec_file: Path, mtime_ns: int, size: int) -> tuple[TaskSpec, Locator]:
+    return parse(TaskSpec, spec_file)
 
 
 def find_task(corpus: Path, task_id: str) -> Task:

@@ -31,6 +31,7 @@ import sys
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Callable
@@ -187,12 +188,20 @@ def select_members(tasks: list[Task], only: list[str] | None, limit: int | None 
     """Load the selected members (only those: a broken sibling must not stop them): --only, then --limit or
     --sample within each task (`scope`)."""
     only = [member_ref(o) for o in only or ()]
-    members = [load_member(t, d) for t in tasks
-               for d in scope(t, [d for d in t.member_dirs() if not only or d.name in only or f"{t.id}/{d.name}" in only],
-                              limit, sample, seed)]
+    members = [load_member(t, d) for t in tasks for d in scope(t, _named(t, only), limit, sample, seed)]
     if only and not members:
         raise CorpusError(f"no member {', '.join(map(repr, only))} in the selected tasks")
     return members
+
+
+def _named(task: Task, only: list[str]) -> list[Path]:
+    """The task's member folders `only` names (``id`` or ``task/id``), or all of them: looked up by name, not by
+    listing the task (a sweep runs each of a 1,000-member task's members on its own)."""
+    if not only:
+        return task.member_dirs()
+    names = {ref.partition("/")[2] if "/" in ref else ref for ref in only
+             if "/" not in ref or ref.partition("/")[0] == task.id}
+    return sorted(d for d in (task.dir / n for n in names) if (d / "manifest.yaml").is_file())
 
 
 def gate_members(members: list[Member], sources: Path | None, outcomes: list[Outcome],
@@ -233,6 +242,7 @@ def command_line(argv: list[str] | None = None) -> str:
     return scrub(shlex.join(["evalkit", *(safe(a) for a in args)]), key_shaped=True)
 
 
+@lru_cache(maxsize=1)  # read from package metadata: ~9 ms, once per process (a sweep runs many members in each)
 def _versions() -> dict[str, str]:
     out = {"evalkit": __version__, "python": platform.python_version()}
     for pkg in ("papermill", "nbconvert", "pandas", "altair", "vl-convert-python", "anthropic", "openai"):
