@@ -17,6 +17,7 @@ traceback, no half-written file.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import time
@@ -118,6 +119,7 @@ def worker_signals(grace: float = 0.0) -> None:
         import psutil
 
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the pool may terminate us again: once is enough
+        logging.disable(logging.CRITICAL)  # a notebook thread seeing its kernel go says nothing: we are leaving
         try:
             stop_processes([c.pid for c in psutil.Process().children()], grace)
             for fn in reversed(_cleanups):
