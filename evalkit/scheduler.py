@@ -7,8 +7,9 @@ the limits a sweep's members share across workers (`shared_limits`: one `distrib
 calls in flight, one budget ledger for ``--max-usd``).
 
 The calls are the same functions the local pool runs, with the same results: each is submitted once the calls
-its `after` names have finished; a call that raises gives its exception as its result; one whose worker dies
-is retried once (the local pool's rule: then it runs alone), and a second death is `WorkerDied`. Each worker
+its `after` names have finished (those ready at the start in batches); a call that raises gives its exception
+as its result; one Dask gives up on after its worker died runs again alone once the rest is done (the local
+pool's rule), and dying alone too is `WorkerDied`. Each worker
 process runs the pool's initializer once, before its first call, and becomes a worker as `workers` knows it
 (`workers.in_worker`: a member's notebooks run in its own process). Files are written by the workers, into
 the run folder's path as the client names it: on other machines that path must be the same shared folder.
@@ -120,10 +121,13 @@ class Cluster:
     def run_all(self, calls: Sequence[tuple[Callable[..., Any], tuple]], after: Sequence[set[int]] | None,
                 initializer: Callable[..., None], initargs: tuple,
                 on_done: Callable[[int, Any], None] | None) -> list[Any]:
-        """Every call as a Dask task, `after` respected; the i-th result belongs to the i-th call."""
-        from distributed import as_completed
+        """Every call as a Dask task, `after` respected; the i-th result belongs to the i-th call.
 
-        from .workers import WorkerDied
+        Calls ready at the start go in batches (`batch_size`): a Dask task costs a few ms of scheduling, more
+        than a `--no-notebooks` member's own work. A call (or batch) Dask gave up on after its worker died runs
+        again call by call, each alone once the rest is done, so only a call that kills its worker on its own
+        is `WorkerDied` (the local pool's rule)."""
+        from distributed import as_completed
 
         waiting = [set(a) - {i} for i, a in enumerate(after)] if after is not None else [set() for _ in calls]
         dependents: dict[int, list[int]] = {}
@@ -133,48 +137,81 @@ class Cluster:
         results: list[Any] = [None] * len(calls)
         unsent = set(range(len(calls)))
         argv = list(sys.argv)
-        futures: dict[Any, int] = {}
+        futures: dict[Any, list[int]] = {}
         queue = as_completed()
 
-        def submit(i: int) -> None:
-            fn, args = calls[i]
-            unsent.discard(i)
-            fut = self.client.submit(_task, initializer, initargs, argv, fn, args, pure=False,
-                                     key=f"evalkit-{getattr(fn, '__name__', 'call')}-{i}-{uuid.uuid4().hex[:8]}")
-            futures[fut] = i
+        def submit(batch: list[int]) -> None:
+            unsent.difference_update(batch)
+            name = getattr(calls[batch[0]][0], "__name__", "call")
+            fut = self.client.submit(_tasks, initializer, initargs, argv, [calls[i] for i in batch], pure=False,
+                                     key=f"evalkit-{name}-{batch[0]}-{len(batch)}-{uuid.uuid4().hex[:8]}")
+            futures[fut] = batch
             queue.add(fut)
 
+        def finish(i: int, result: Any) -> None:
+            results[i] = result
+            if on_done:
+                on_done(i, result)
+            for j in dependents.get(i, ()):  # those waiting only for this one start now
+                waiting[j].discard(i)
+                if not waiting[j] and j in unsent:
+                    submit([j])
+
+        suspects: list[int] = []  # on a worker that died: each runs again alone, once the rest is done
+        alone: set[int] = set()
         try:
-            for i in [i for i in range(len(calls)) if not waiting[i]]:
-                submit(i)
-            while futures or unsent:
-                if not futures:  # a dependency cycle: what is left runs in order, as in the local pool
+            ready = [i for i in range(len(calls)) if not waiting[i]]
+            size = batch_size(len(ready), sum(self.client.nthreads().values()) or 1)
+            for k in range(0, len(ready), size):
+                submit(ready[k:k + size])
+            while futures or unsent or suspects:
+                if not futures and suspects:
+                    alone.add(suspects[0])
+                    submit([suspects.pop(0)])
+                elif not futures:  # a dependency cycle: what is left runs in order, as in the local pool
                     for i in sorted(unsent):
-                        submit(i)
+                        submit([i])
                 fut = next(queue)
-                i = futures.pop(fut)
+                batch = futures.pop(fut)
                 try:
-                    result = fut.result()
+                    outcome = fut.result()
                 except Exception as e:  # noqa: BLE001 - killed twice, or lost with its worker
                     from distributed.scheduler import KilledWorker
 
-                    result = WorkerDied() if isinstance(e, KilledWorker) else e
-                results[i] = result
-                if on_done:
-                    on_done(i, result)
-                for j in dependents.get(i, ()):  # those waiting only for this one start now
-                    waiting[j].discard(i)
-                    if not waiting[j] and j in unsent:
-                        submit(j)
+                    if isinstance(e, KilledWorker) and not (len(batch) == 1 and batch[0] in alone):
+                        suspects += batch  # it may have shared a worker with the call that killed it
+                        continue
+                    outcome = [_died(e)] * len(batch)
+                for i, result in zip(batch, outcome):
+                    finish(i, result)
         except BaseException:  # an interrupt: nothing more starts (a local cluster is stopped by `connect`)
             self.client.cancel(list(futures), force=True)
             raise
         return results
 
 
+def batch_size(ready: int, threads: int) -> int:
+    """Calls per Dask task: about four tasks per worker thread to balance the load, at most 32 calls each."""
+    return max(1, min(32, ready // (4 * threads)))
+
+
+def _died(e: Exception) -> Any:
+    from distributed.scheduler import KilledWorker
+
+    from .workers import WorkerDied
+
+    return WorkerDied() if isinstance(e, KilledWorker) else e
+
+
 # --------------------------------------------------------------------------- the worker side
 
 _started: set[str] = set()
+
+
+def _tasks(initializer: Callable[..., None], initargs: tuple, argv: list[str],
+           calls: list[tuple[Callable[..., Any], tuple]]) -> list[Any]:
+    """A batch of calls in one Dask task, one after another: their results, in order."""
+    return [_task(initializer, initargs, argv, fn, args) for fn, args in calls]
 
 
 def _task(initializer: Callable[..., None], initargs: tuple, argv: list[str], fn: Callable[..., Any],

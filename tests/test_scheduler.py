@@ -113,6 +113,17 @@ def test_run_all_on_a_cluster_keeps_order_dependencies_exceptions_and_dead_worke
     assert sorted(done) == [0, 1, 2, 3]
 
 
+def test_calls_go_in_batches_and_a_batch_whose_worker_died_runs_again_call_by_call(cluster):
+    from evalkit.scheduler import batch_size
+
+    calls = [(abs, (-i,)) for i in range(40)]
+    calls[17] = (os._exit, (3,))
+    assert batch_size(len(calls), 2) == 5  # 8 tasks of 5 calls for 2 worker threads
+    results = run_all(calls, scheduler=cluster)
+    assert isinstance(results[17], WorkerDied)  # the call that kills its worker, and only that one
+    assert [r for i, r in enumerate(results) if i != 17] == [i for i in range(40) if i != 17]
+
+
 # --------------------------------------------------------------------------- the shared limits
 
 
