@@ -21,7 +21,7 @@ SIZE_CAPS = frozenset({"maxItems", "maxLength", "maxProperties"})
 
 def schema_problem(schema: dict[str, Any]) -> str | None:
     """Why `schema` is not a valid Draft 2020-12 schema (None when it is)."""
-    return _schema_problem(json.dumps(_plain(schema), sort_keys=True))
+    return _schema_problem(_canonical(schema))
 
 
 @lru_cache(maxsize=64)  # every load of a task checks its schema: once per schema and process
@@ -38,16 +38,22 @@ def _validator(canonical: str) -> Draft202012Validator:
     return Draft202012Validator(json.loads(canonical))
 
 
+def _json_default(v: Any) -> Any:
+    if isinstance(v, (_dt.date, _dt.datetime)):
+        return v.isoformat()
+    if isinstance(v, (set, frozenset, tuple)):
+        return list(v)
+    return str(v)
+
+
+def _canonical(schema: dict[str, Any]) -> str:
+    """A schema as one string: the key of its cached check and validator."""
+    return json.dumps(schema, sort_keys=True, default=_json_default)
+
+
 def _plain(value: Any) -> Any:
     """The record as JSON would carry it (YAML dates in truth become ISO strings)."""
-    def default(v: Any) -> Any:
-        if isinstance(v, (_dt.date, _dt.datetime)):
-            return v.isoformat()
-        if isinstance(v, (set, frozenset, tuple)):
-            return list(v)
-        return str(v)
-
-    return json.loads(json.dumps(value, default=default))
+    return json.loads(json.dumps(value, default=_json_default))
 
 
 def _message(e: Any) -> str:
@@ -63,7 +69,7 @@ def violations(record: Any, schema: dict[str, Any], *, caps: bool = True) -> lis
 
     ``caps=False`` leaves out the size caps (`SIZE_CAPS`): they bound what a model may write, not what a
     document may hold, so truth larger than a cap is not wrong (see docs/corpus-format.md)."""
-    v = _validator(json.dumps(schema, sort_keys=True))
+    v = _validator(_canonical(schema))
     found = {(e.json_path, e.validator, _message(e)) for e in v.iter_errors(_plain(record))}
     return [{"path": p, "keyword": k, "message": m} for p, k, m in sorted(found) if caps or k not in SIZE_CAPS]
 

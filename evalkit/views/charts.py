@@ -63,9 +63,10 @@ def _stable_ids(svg: str) -> str:
         return svg
     refs = re.compile(r'(\bid="|url\(#|href="#)(' + "|".join(map(re.escape, ids)) + r')(?=[")])')
     index = {old: i for i, old in enumerate(ids)}
-    blank = refs.sub(lambda m: f"{m.group(1)}@{index[m.group(2)]}@", svg)
+    # NUL marks the blanked ids: it cannot occur in XML, so no label text is taken for one
+    blank = refs.sub(lambda m: f"{m.group(1)}\0{index[m.group(2)]}\0", svg)
     tag = hashlib.sha256(blank.encode()).hexdigest()[:10]
-    return re.sub(r"@(\d+)@", lambda m: f"{ids[int(m.group(1))].rsplit('_', 1)[0]}-{tag}-{m.group(1)}", blank)
+    return re.sub(r"\0(\d+)\0", lambda m: f"{ids[int(m.group(1))].rsplit('_', 1)[0]}-{tag}-{m.group(1)}", blank)
 
 
 def chart_bundle(spec: Any) -> tuple[dict[str, Any], dict[str, Any]]:
