@@ -18,7 +18,7 @@ the file is read or imported.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -95,12 +95,12 @@ class Task:
     def members(self) -> list["Member"]:
         return [load_member(self, d) for d in self.member_dirs()]
 
-    def member(self, member_id: str) -> "Member":
+    def member(self, member_id: str, *, check_truth: bool = True) -> "Member":
         d = self.dir / check_name(member_id, "a member id")
         if not (d / "manifest.yaml").is_file():
             known = ", ".join(p.name for p in self.member_dirs())
             raise CorpusError(f"task {self.id!r} has no member {member_id!r} (members: {known})")
-        return load_member(self, d)
+        return load_member(self, d, check_truth=check_truth)
 
 
 def heldout_keys(corpus: str | Path, tasks: list[str] | None = None) -> set[str]:
@@ -131,6 +131,8 @@ class Member:
     task: Task
     dir: Path
     manifest: Manifest
+    # The truth, validated, per file state: a run reads it for the gate, the fake backend and the scorer.
+    _truths: dict[tuple, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def id(self) -> str:
@@ -168,7 +170,15 @@ class Member:
 
             raise UsageError(f"{self.key}: task {self.task.id!r} has no truth (truth: false in its task.yaml): "
                              "score it against another backend with --reference LABEL")
-        return load_truth(self.task, self.truth_path(sources))
+        path = self.truth_path(sources)
+        try:
+            stat = path.stat()
+        except OSError:
+            return load_truth(self.task, path)  # which says what is wrong
+        state = (path, stat.st_mtime_ns, stat.st_size)
+        if state not in self._truths:
+            self._truths[state] = load_truth(self.task, path)
+        return self._truths[state]
 
 
 def load_task(task_dir: Path) -> Task:
@@ -219,7 +229,9 @@ def load_truth(task: Task, path: Path) -> Any:
     return truth
 
 
-def load_member(task: Task, member_dir: Path) -> Member:
+def load_member(task: Task, member_dir: Path, *, check_truth: bool = True) -> Member:
+    """The member in `member_dir`, its files checked. `check_truth=False`: its truth file is not read here
+    (a sweep only hashes it: the member's own run validates it)."""
     inside(task.corpus, member_dir, "a member folder", "the corpus folder")
     manifest, loc = parse(Manifest, inside(task.corpus, member_dir / "manifest.yaml", "the manifest",
                                            "the corpus folder"))
@@ -237,7 +249,10 @@ def load_member(task: Task, member_dir: Path) -> Member:
         raise InvalidCorpus(problems)
     member = Member(task=task, dir=member_dir, manifest=manifest)
     if manifest.truth is None and task.spec.truth:
-        member.load_truth()  # validate now: a broken truth file is a corpus error
+        if check_truth:
+            member.load_truth()  # validate now: a broken truth file is a corpus error
+        else:
+            member.truth_path()  # inside the corpus folder, or refused now: before anything reads it
     return member
 
 

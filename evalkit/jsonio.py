@@ -5,21 +5,24 @@ so git diffs of boards and run folders read well. Writes are atomic (a unique
 temp file in the same folder, fsync, rename): a reader never sees half a file,
 and concurrent writers never share a temp name. A temp file is ``.<name>.<random>.tmp``
 (`partial_path`), so what a killed writer leaves behind is found and removed by
-`remove_partials`.
+`remove_partials`. Inside `unsynced` the fsync is left to the caller's commit point.
 """
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .errors import CorpusError
 
 PARTIAL_SUFFIX = ".tmp"
+_fsync = contextvars.ContextVar("evalkit_fsync", default=True)  # False inside `unsynced` (per thread: Dask's too)
 
 
 def dumps(data: Any) -> str:
@@ -57,14 +60,26 @@ def remove_partials(folder: str | Path, recursive: bool = True) -> list[Path]:
     return found
 
 
+@contextmanager
+def unsynced() -> Iterator[None]:
+    """The writes inside are atomic but not fsynced: the caller makes them durable at its commit point, with
+    one `os.sync()` before it records them (a sweep's members, before each sweep.json), not one fsync a file."""
+    token = _fsync.set(False)
+    try:
+        yield
+    finally:
+        _fsync.reset(token)
+
+
 def write_text(path: str | Path, text: str) -> None:
     path = Path(path)
     fd, tmp = _temp_beside(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+            if _fsync.get():
+                f.flush()
+                os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes it private; artefacts are meant to be shared
         os.replace(tmp, path)
     except BaseException:

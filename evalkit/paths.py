@@ -29,8 +29,8 @@ def inside(root: str | Path, path: str | Path, what: str, where: str) -> Path:
 
     `what` names the file (``the source``), `where` the folder it must stay in (``the corpus folder``).
     """
-    real, base = Path(os.path.realpath(path)), Path(os.path.realpath(root))
-    if real != base and base not in real.parents:
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    if real != base and not real.startswith(base.rstrip(os.sep) + os.sep):  # strings: a member checks a dozen paths
         raise Escape(f"{path}: {what} must resolve inside {where} {root} (symlinks followed), but resolves to {real}")
     return Path(path)
 

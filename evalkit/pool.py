@@ -31,7 +31,9 @@ the error is raised.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import sys
+import threading
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -40,6 +42,7 @@ from typing import AsyncContextManager, Callable, Protocol
 from .backends import Backend, Completion, Request
 
 SKIPPED_PREFIX = "skipped:"
+_loops = threading.local()  # each thread's event loop (`_run_loop`)
 
 
 @dataclass(frozen=True)
@@ -193,13 +196,32 @@ def run_async(coro):
 
 
 def _run_loop(coro):
-    # uvloop (where it installs: not on Windows) halves the event loop's per-call CPU, which is
-    # what bounds throughput once many calls are in flight on a small machine.
+    """`asyncio.run(coro)`, in this thread's own loop, kept: closing a loop costs more than a sweep member's
+    whole extraction. As `asyncio.run`, the coroutine sees a copy of the caller's context, and what it leaves
+    running is cancelled at the end."""
+    runner = getattr(_loops, "runner", None)
+    if runner is None:
+        # uvloop (where it installs: not on Windows) halves the event loop's per-call CPU, which is
+        # what bounds throughput once many calls are in flight on a small machine.
+        try:
+            import uvloop
+        except ImportError:
+            factory = None
+        else:
+            factory = uvloop.new_event_loop
+        runner = _loops.runner = asyncio.Runner(loop_factory=factory)
     try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
+        return runner.run(coro, context=contextvars.copy_context())
+    finally:
+        _cancel_left(runner.get_loop())
+
+
+def _cancel_left(loop: asyncio.AbstractEventLoop) -> None:
+    left = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for t in left:
+        t.cancel()
+    if left:
+        loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
 
 
 def run_jobs(jobs: list[Job], max_concurrency: int = 8, on_done: Callable[[Job, Completion], None] | None = None, *,

@@ -25,6 +25,7 @@ inputs give the same bytes. `scan` is the one way to find the results a folder h
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import socket
@@ -33,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from .backends import folder_label, label_folder
 from .errors import CorpusError, UsageError
@@ -101,8 +102,13 @@ def sweep_member_dir(sweep_dir: str | Path, task: str, member: str) -> Path:
 
 def sweep_of(path: str | Path) -> Path | None:
     """The sweep folder `path` is or lies in (the nearest one holding sweep.json), if any."""
-    path = Path(path)
-    return next((p for p in (path, *path.parents) if (p / SWEEP_JSON).is_file()), None)
+    return _nearest(Path(path), SWEEP_JSON)
+
+
+def _nearest(path: Path, name: str, holds: Callable[[Path, str], bool] = lambda p, name: (p / name).is_file()
+             ) -> Path | None:
+    """`path` or the nearest folder above it holding a file `name` (`holds` says whether a folder does)."""
+    return next((p for p in (path, *path.parents) if holds(p, name)), None)
 
 
 def sibling(home: str | Path, label: str) -> Path:
@@ -375,6 +381,7 @@ def scan(root: str | Path, status: str | None = SCORED, *, unscored: bool = Fals
     if not root.is_dir():
         raise CorpusError(f"{root}: run folder not found")
     sweep_root = sweep_of(root)
+    holds = functools.cache(lambda folder, name: (folder / name).is_file())  # homes share their parents
     homes = {p.parent for p in root.rglob(SCORE)}
     if unscored:
         homes |= {p.parent for p in root.rglob(EXTRACTION)}
@@ -388,8 +395,8 @@ def scan(root: str | Path, status: str | None = SCORED, *, unscored: bool = Fals
                 data = {"backend": extraction.get("backend"), "run": extraction.get("run") or {}, **failed.to_json()}
         if data is None or (status is not None and status_of(data) != status):
             continue
-        run_dir = next((p for p in home.parents if (p / RUN_JSON).is_file()), root)
-        run_id = (sweep_of(home) or sweep_root or run_dir).name
+        run_dir = _nearest(home.parent, RUN_JSON, holds) or root
+        run_id = (_nearest(home, SWEEP_JSON, holds) or sweep_root or run_dir).name
         found.append(Scored(home.parent.parent.name, home.parent.name, folder_label(home, data), home, run_dir, run_id,
                             data, has_score))
     return found

@@ -95,6 +95,7 @@ class RunOptions:
     batch: bool = False  # run only: --batch, provider batch APIs for the uncached calls (evalkit.backends.batch)
     scheduler: str | None = None  # --scheduler local[:N]|tcp://HOST:PORT: Dask runs the work (evalkit.scheduler)
     shared: str | None = None  # set by a sweep under --scheduler: the name of the call limit and budget its members share
+    in_sweep: bool = False  # set by a sweep for each member: no lock or resume marker of its own (the sweep's cover it)
 
 
 @dataclass
@@ -404,10 +405,12 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
         from .scheduler import connect
 
         cluster = held.enter_context(connect(opts.scheduler))
-    held.enter_context(hold(run_dir))
+    resuming = False
+    if not opts.in_sweep:  # a sweep holds its members' folders, and runs a member that did not finish afresh
+        held.enter_context(hold(run_dir))
+        resuming = runfolder.is_unfinished(run_dir)
+        runfolder.mark_unfinished(run_dir, datetime.now(timezone.utc).isoformat(timespec="seconds"))
     done.run_dir = run_dir
-    resuming = runfolder.is_unfinished(run_dir)
-    runfolder.mark_unfinished(run_dir, datetime.now(timezone.utc).isoformat(timespec="seconds"))
     ctx = backend_context([m for m, _ in cleared], opts.sources, documents)
     backends = open_backends(resolved, ctx, prices, check=False)
     jobs, homes, home_of = [], [], {}
@@ -527,7 +530,8 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
     if judge_resolved is not None:
         judging.print_messages(phase.messages)
     runfolder.clear_batches(run_dir)
-    runfolder.mark_finished(run_dir)
+    if not opts.in_sweep:
+        runfolder.mark_finished(run_dir)
     twins = duplicate_recordings(resolved)
     if twins:  # the run is kept (and finished); its recordings are not two measurements
         raise CassetteError(f"{twins} (the run is kept in {run_dir})")

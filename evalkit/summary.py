@@ -154,14 +154,15 @@ def write_sweep_summary(sweep_dir: str | Path, run_dirs: Iterable[str | Path]) -
     """summary.json of a sweep: `summarize` over its members' run folders (`run_dirs`, relative to
     `sweep_dir`: this sweep's selection, current members included) as one run; written beside sweep.json."""
     sweep_dir = Path(sweep_dir)
-    results: list[Any] = []
+    order = {sweep_dir / rel: i for i, rel in enumerate(run_dirs)}
+    # One scan of the whole folder, not one per member; the results in the members' order.
+    results = sorted((s for s in runfolder.scan(sweep_dir, status=None, unscored=True) if s.run_dir in order),
+                     key=lambda s: order[s.run_dir])
     merged: dict[str, Any] = {"backends": [], "members": [], "skipped": [], "heldout": []}
     labels: set[str] = set()
-    for rel in run_dirs:
-        run_dir = sweep_dir / rel
+    for run_dir in order:
         if not (run_dir / runfolder.RUN_JSON).is_file():
             continue  # a member that crashed before its run began: the sweep lists it as failed
-        results += runfolder.scan(run_dir, status=None, unscored=True)
         run_json = runfolder.read_run_json(run_dir)
         merged.setdefault("parameters", run_json.get("parameters"))
         merged.setdefault("evalkit_version", run_json.get("evalkit_version"))

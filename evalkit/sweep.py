@@ -34,6 +34,7 @@ those of the last `SAVE_EVERY_S` seconds, which it runs again).
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import time
 import traceback
@@ -193,12 +194,14 @@ def _outcome(d: dict[str, Any]) -> Outcome:
 
 def _member_job(opts: RunOptions) -> dict[str, Any]:
     """Worker: run one member (`opts` selects it) into its own run folder, afresh. Never raises."""
+    from .jsonio import unsynced
     from .runner import run
 
     try:
         if opts.out.exists():
             shutil.rmtree(opts.out)  # no stale files from an earlier run of this member
-        return {"outcomes": [asdict(o) for o in run(opts).outcomes]}
+        with unsynced():  # made durable by the sync before the sweep.json that records the member
+            return {"outcomes": [asdict(o) for o in run(opts).outcomes]}
     except EvalkitError as e:
         return {"crash": str(e), "exit_code": e.exit_code}
     except BaseException as e:  # noqa: BLE001 - a worker reports, it never takes the sweep down
@@ -218,7 +221,7 @@ def _is_current(prev: dict[str, Any] | None, keys: dict[str, Any] | None, sweep_
 
 def _write_sweep_json(sweep_dir: Path, opts: RunOptions, records: dict[str, MemberResult],
                       others: dict[str, Any] | None = None) -> None:
-
+    os.sync()  # the members' own files, written unsynced (`_member_job`), are durable before this records them
     members = dict(others or {})
     members.update({k: {"status": r.status, "message": r.message, "run_dir": r.run_dir, "keys": r.keys,
                         "exit_code": r.exit_code, "outcomes": [asdict(o) for o in r.outcomes]}
@@ -301,7 +304,7 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
             key = f"{task.id}/{mdir.name}"
             selected.add(key)
             try:
-                member = task.member(mdir.name)
+                member = task.member(mdir.name, check_truth=False)  # its worker validates the truth
                 keys = currency_keys(member, opts.backends, opts.sources, opts.threshold, opts.notebooks,
                                      opts.settings)
             except Escape:
@@ -329,7 +332,8 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
                            if opts.sources else None, tasks=[t], only=[m], out=out.resolve(), workers=1, force=False,
                            board=None, history=False,  # the sweep records once, at its end
                            limit=None, sample=None, seed=None,  # and it selected already
-                           scheduler=None, shared=shared)  # a member's notebooks run in its own worker
+                           scheduler=None, shared=shared,  # a member's notebooks run in its own worker
+                           in_sweep=True)
                    for (t, m, _), out in zip(todo, outs)]
 
     saved = [time.monotonic()]

@@ -9,8 +9,9 @@ Workers are spawned with SIGINT/SIGTERM blocked until their initializer has set 
 (`interrupt.spawn_context`); the initializer must call `interrupt.worker_signals`. A worker that dies
 (killed, out of memory, a crash in native code) breaks the whole pool, and which call in flight
 caused it is not known: calls not yet started go on in a fresh pool, then each call that was in
-flight runs again alone; one that breaks its pool of one too gets `WorkerDied`. So a dying worker
-fails only its own call.
+flight (running, or queued to the pool: one per worker waits there, so no worker waits on this process)
+runs again alone; one that breaks its pool of one too gets `WorkerDied`. So a dying worker fails only its
+own call.
 
 Inside a worker, `run_all` runs its calls itself, one after another: a pool there would only put
 one more process between the worker and what it starts (a sweep member's notebook kernels).
@@ -123,9 +124,10 @@ class _Pool:
         pool = ProcessPoolExecutor(max_workers=min(size, len(self._left())), mp_context=spawn_context(),
                                    initializer=_start, initargs=(self.initializer, self.initargs))
         running: dict[Any, int] = {}
+        depth = size if only is not None else 2 * size  # one call queued per worker (module docstring)
         try:
             while True:
-                while len(running) < size and (i := self._next(set(running.values()), only)) is not None:
+                while len(running) < depth and (i := self._next(set(running.values()), only)) is not None:
                     try:
                         running[pool.submit(self.calls[i][0], *self.calls[i][1])] = i
                     except BrokenProcessPool:  # a worker died since the last wait: this call never started

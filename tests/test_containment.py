@@ -407,3 +407,18 @@ def test_bundled_corpus_still_validates_and_is_left_as_it_was():
     if sources.is_dir():
         assert validate_corpus(DEFAULT_CORPUS, sources) == []
     assert snapshot(DEFAULT_CORPUS) == before
+
+
+def test_a_folder_whose_name_extends_the_roots_is_outside_it(tmp_path):
+    from evalkit.paths import inside
+
+    (tmp_path / "corpus" / "a").mkdir(parents=True)
+    (tmp_path / "corpus2").mkdir()
+    (tmp_path / "corpus2" / "x.md").write_text("x")
+    with pytest.raises(Escape, match="corpus2"):
+        inside(tmp_path / "corpus", tmp_path / "corpus2" / "x.md", "the source", "the corpus folder")
+    with pytest.raises(Escape):
+        inside(tmp_path / "corpus", tmp_path / "corpus" / ".." / "corpus2", "the source", "the corpus folder")
+    assert inside(tmp_path / "corpus", tmp_path / "corpus" / "a", "x", "y") == tmp_path / "corpus" / "a"
+    assert inside(tmp_path / "corpus", tmp_path / "corpus", "x", "y") == tmp_path / "corpus"
+    assert inside("/", tmp_path / "corpus2", "x", "y") == tmp_path / "corpus2"

@@ -90,3 +90,30 @@ def test_summarize_calls():
     s = summarize_calls(cs)
     assert s["errors"] == 1 and s["skipped"] == 1 and s["error_rate"] == pytest.approx(1 / 12)
     assert s["latency_p50"] == pytest.approx(0.6) and s["latency_p99"] <= 1.1 and s["usd"] == pytest.approx(0.1)
+
+
+def test_each_thread_keeps_one_event_loop_and_each_run_starts_clean():
+    """A sweep runs a pool per member: the thread's loop is kept (closing one costs more than a member's
+    extraction), but each run sees the caller's context and leaves nothing running, as `asyncio.run`."""
+    import contextvars
+
+    from evalkit.pool import run_async
+
+    var = contextvars.ContextVar("caller", default="unset")
+    sleepers: list[asyncio.Task] = []
+
+    async def probe():
+        sleepers.append(asyncio.ensure_future(asyncio.sleep(3600)))  # left running
+        return asyncio.get_running_loop(), var.get()
+
+    token = var.set("first")
+    try:
+        loop, seen = run_async(probe())
+        assert seen == "first" and sleepers[0].cancelled()
+        var.set("second")
+        again, seen = run_async(probe())
+        assert again is loop and seen == "second" and sleepers[1].cancelled()
+    finally:
+        var.reset(token)
+    b = SlowBackend()
+    assert len(run_jobs(jobs(b, 5), max_concurrency=2)) == 5  # a pool after it runs as ever
