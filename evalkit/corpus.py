@@ -131,8 +131,8 @@ class Member:
     task: Task
     dir: Path
     manifest: Manifest
-    # The truth, validated, per file state: a run reads it for the gate, the fake backend and the scorer.
-    _truths: dict[tuple, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    # (file state, truth) of the last truth validated: a run reads it for the gate, the fake backend and the scorer.
+    _truth: tuple[tuple, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def id(self) -> str:
@@ -176,9 +176,9 @@ class Member:
         except OSError:
             return load_truth(self.task, path)  # which says what is wrong
         state = (path, stat.st_mtime_ns, stat.st_size)
-        if state not in self._truths:
-            self._truths[state] = load_truth(self.task, path)
-        return self._truths[state]
+        if self._truth is None or self._truth[0] != state:
+            self._truth = (state, load_truth(self.task, path))
+        return self._truth[1]
 
 
 def load_task(task_dir: Path) -> Task:
