@@ -14,6 +14,8 @@ EXIT_INVALID = 3  # invalid corpus / input files, or a path or name escaping its
 EXIT_INTEGRITY = 4  # a source's sha256 does not match its manifest
 EXIT_BACKEND = 5  # a backend / provider failed
 EXIT_CASSETTE = 6  # cassette miss or corrupt cassette
+EXIT_PARTIAL = 7  # check: a standing entry was not covered or errored, so the gate saw only part of the board
+EXIT_DISK = 8  # the disk is full (or not writable): nothing half-written, the run resumes once space is freed
 
 
 class EvalkitError(Exception):
@@ -42,6 +44,11 @@ class CorpusError(EvalkitError):
 class Escape(CorpusError):
     """A path or name that would lead outside its folder (corpus, sources, task or run folder),
     refused before anything is read, imported or written (`evalkit.paths`)."""
+
+
+class LimitExceeded(CorpusError):
+    """An input is larger, deeper or more expanded than its bound (`evalkit.limits`); the message names
+    the file and the limit, and how to raise it."""
 
 
 class InvalidCorpus(CorpusError):
@@ -78,3 +85,10 @@ class CassetteMiss(CassetteError):
 
 class CassetteCorrupt(CassetteError):
     pass
+
+
+class DiskFull(EvalkitError):
+    """Writing a run's files failed for lack of space (ENOSPC/EDQUOT) or permission: one line, and what
+    was written before stays whole (every write is atomic), so the same command resumes."""
+
+    exit_code = EXIT_DISK

@@ -1,0 +1,70 @@
+"""Every input's bound, stated once: its default, the variable that overrides it, what it bounds.
+
+Anything evalkit reads from a corpus, a provider or a user's pipeline is bounded here, so no input can
+take unbounded time or memory. Exceeding a bound is never a traceback: a corpus file or document is a
+one-line refusal naming the file and the limit (exit 3, `errors.LimitExceeded`), an answer is an
+``error`` status with its cause. Each default can be overridden with its environment variable
+(``EVALKIT_LIMIT_<NAME>``), read when the limit is checked; docs/limits.md lists them all.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+__all__ = ["Limit", "LIMITS", "DOCUMENT_BYTES", "ANSWER_BYTES", "YAML_BYTES", "YAML_NODES", "NESTING_DEPTH",
+           "READ_DEADLINE_S", "PIPELINE_TIMEOUT_S", "PIPELINE_MEMORY_BYTES", "JSON_FILE_BYTES"]
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Limit:
+    name: str  # lower_snake; the variable is EVALKIT_LIMIT_<NAME>
+    default: float
+    unit: str  # "bytes", "seconds", "nodes", "levels"
+    bounds: str  # what it bounds, for the docs and the refusal
+
+    @property
+    def env(self) -> str:
+        return "EVALKIT_LIMIT_" + self.name.upper()
+
+    def value(self) -> float:
+        """The limit in force: the environment's override, else the default (a bad override is a usage error)."""
+        raw = os.environ.get(self.env)
+        if raw is None or raw.strip() == "":
+            return self.default
+        try:
+            v = float(raw)
+        except ValueError:
+            from .errors import UsageError
+
+            raise UsageError(f"{self.env}={raw!r}: expected a number of {self.unit}") from None
+        if v <= 0:
+            from .errors import UsageError
+
+            raise UsageError(f"{self.env}={raw!r}: must be positive")
+        return v
+
+    def int_value(self) -> int:
+        return int(self.value())
+
+    def describe(self, value: float | None = None) -> str:
+        """``document_bytes = 16777216 bytes (EVALKIT_LIMIT_DOCUMENT_BYTES)``, for refusals."""
+        v = self.value() if value is None else value
+        shown = int(v) if float(v).is_integer() else v
+        return f"{self.name} = {shown} {self.unit} (raise it with {self.env})"
+
+
+DOCUMENT_BYTES = Limit("document_bytes", 16 * MiB, "bytes", "a member's source document (each file of it)")
+ANSWER_BYTES = Limit("answer_bytes", 8 * MiB, "bytes", "one answer: a provider's response body or a pipeline's result")
+YAML_BYTES = Limit("yaml_bytes", 4 * MiB, "bytes", "a corpus YAML file (task.yaml, manifest.yaml, truth.yaml, ontology)")
+YAML_NODES = Limit("yaml_nodes", 1_000_000, "nodes", "the nodes a YAML file expands to, aliases counted each time used")
+JSON_FILE_BYTES = Limit("json_file_bytes", 64 * MiB, "bytes", "a JSON file read as input (a prediction, a labels file)")
+NESTING_DEPTH = Limit("nesting_depth", 200, "levels", "nesting of any YAML or JSON value (answers included)")
+READ_DEADLINE_S = Limit("read_deadline_s", 600, "seconds", "the whole of one provider call, body included (a deadline, not an idle timeout)")
+PIPELINE_TIMEOUT_S = Limit("pipeline_timeout_s", 300, "seconds", "one call of a python: pipeline (wall clock)")
+PIPELINE_MEMORY_BYTES = Limit("pipeline_memory_bytes", 4096 * MiB, "bytes", "the address space of a python: pipeline's process")
+
+LIMITS: tuple[Limit, ...] = (DOCUMENT_BYTES, ANSWER_BYTES, YAML_BYTES, YAML_NODES, JSON_FILE_BYTES, NESTING_DEPTH,
+                             READ_DEADLINE_S, PIPELINE_TIMEOUT_S, PIPELINE_MEMORY_BYTES)
