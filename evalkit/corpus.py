@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 from .errors import CorpusError, EvalkitError, InvalidCorpus
 from .models import Manifest, TaskSpec
 from .outschema import schema_problem
-from .paths import check_name, inside
+from .paths import case_twin, check_name, inside
 from .resources import CHECKOUT
 from .scoring import Scorer, load_scorer
 from .yamlio import Locator, format_keypath, load_yaml
@@ -184,6 +184,7 @@ class Member:
 def load_task(task_dir: Path) -> Task:
     """The task in `task_dir` (a folder of its corpus), its scorer loaded and its options validated."""
     task_dir = inside(Path(task_dir).parent, task_dir, "a task folder", "its corpus folder")
+    check_id(task_dir, "a task id")
     spec_file = inside(task_dir, task_dir / "task.yaml", "task.yaml", "its task folder")
     spec, loc = _parse_task_yaml(spec_file)
     if spec.id != task_dir.name:
@@ -229,10 +230,21 @@ def load_truth(task: Task, path: Path) -> Any:
     return truth
 
 
+def check_id(folder: Path, what: str) -> str:
+    """The folder's name as an id: a name of visible characters (`check_name`), and no sibling that differs
+    from it only by case or Unicode form (`case_twin`); else `CorpusError` naming both."""
+    name = check_name(folder.name, what)
+    if (twin := case_twin(folder.parent, name)) and (folder.parent / twin).is_dir():
+        raise CorpusError(f"{folder.parent}: {what} {name!r} and {twin!r} differ only by case or Unicode form "
+                          "(one folder on a case-insensitive disk, one id to a reader); rename one of them")
+    return name
+
+
 def load_member(task: Task, member_dir: Path, *, check_truth: bool = True) -> Member:
     """The member in `member_dir`, its files checked. `check_truth=False`: its truth file is not read here
     (a sweep only hashes it: the member's own run validates it)."""
     inside(task.corpus, member_dir, "a member folder", "the corpus folder")
+    check_id(member_dir, "a member id")
     manifest, loc = parse(Manifest, inside(task.corpus, member_dir / "manifest.yaml", "the manifest",
                                            "the corpus folder"))
     problems = []

@@ -6,11 +6,17 @@ temp file in the same folder, fsync, rename): a reader never sees half a file,
 and concurrent writers never share a temp name. A temp file is ``.<name>.<random>.tmp``
 (`partial_path`), so what a killed writer leaves behind is found and removed by
 `remove_partials`. Inside `unsynced` the fsync is left to the caller's commit point.
+
+A full disk (ENOSPC, EDQUOT) or a folder it may not write (EACCES, EROFS) is a `DiskFull` (exit 8)
+naming the file: the temp file is removed and the file it would have replaced is untouched, so the
+same command resumes once space is freed. Reading is bounded (`evalkit.limits`): a JSON input's size
+(JSON_FILE_BYTES) is checked before it is read and its nesting (NESTING_DEPTH) before it is used.
 """
 
 from __future__ import annotations
 
 import contextvars
+import errno
 import hashlib
 import json
 import os
@@ -19,9 +25,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from .errors import CorpusError
+from . import limits
+from .errors import CorpusError, DiskFull, LimitExceeded
 
 PARTIAL_SUFFIX = ".tmp"
+# Writing that more space or permission would let through: the disk is full (or read-only, or not ours).
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS})
 _fsync = contextvars.ContextVar("evalkit_fsync", default=True)  # False inside `unsynced` (per thread: Dask's too)
 
 
@@ -71,8 +80,25 @@ def unsynced() -> Iterator[None]:
         _fsync.reset(token)
 
 
+def disk_full(err: OSError, path: str | Path | None = None) -> DiskFull:
+    """The `DiskFull` for a write that failed with `err` (one of `DISK_ERRNOS`): one line naming the file."""
+    where = path or err.filename or "a file"
+    why = "not writable" if err.errno in (errno.EACCES, errno.EROFS) else "no space left on the disk"
+    return DiskFull(f"{where}: cannot write it: {why} ({err.strerror}); nothing was left half-written: free "
+                    "space (or fix the permissions) and run the same command again to resume")
+
+
 def write_text(path: str | Path, text: str) -> None:
     path = Path(path)
+    try:
+        _write_text(path, text)
+    except OSError as e:
+        if e.errno in DISK_ERRNOS:
+            raise disk_full(e, path) from None
+        raise
+
+
+def _write_text(path: Path, text: str) -> None:
     fd, tmp = _temp_beside(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -87,10 +113,69 @@ def write_text(path: str | Path, text: str) -> None:
         raise
 
 
-def read_json(path: str | Path) -> Any:
+def nesting_depth(value: Any, bound: int) -> int:
+    """How deep `value` nests (a scalar: 0), measured iteratively; stops counting once past `bound`."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, (dict, list)):
+            deepest = max(deepest, d)
+            if deepest > bound:
+                return deepest
+            stack.extend((c, d + 1) for c in (v.values() if isinstance(v, dict) else v))
+    return deepest
+
+
+def check_depth(value: Any, where: str) -> Any:
+    """`value`, or `LimitExceeded` if it nests deeper than NESTING_DEPTH."""
+    bound = limits.NESTING_DEPTH.int_value()
+    if nesting_depth(value, bound) > bound:
+        raise LimitExceeded(f"{where}: nested deeper than {bound} levels; limit {limits.NESTING_DEPTH.describe()}")
+    return value
+
+
+def loads(text: str, where: str) -> Any:
+    """JSON text → value, bounded in nesting (`LimitExceeded`); `json.JSONDecodeError` as json raises it."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        value = json.loads(text)
+    except RecursionError:  # deeper than the interpreter goes: deeper than any bound too
+        raise LimitExceeded(f"{where}: nested deeper than {limits.NESTING_DEPTH.int_value()} levels; "
+                            f"limit {limits.NESTING_DEPTH.describe()}") from None
+    return check_depth(value, where)
+
+
+def read_bounded(path: Path, limit: limits.Limit, what: str = "file") -> bytes:
+    """The bytes of `path`, refused (`LimitExceeded`) when larger than `limit`: checked with a stat before
+    reading, and again while reading (a file that grows meanwhile)."""
+    bound = limit.int_value()
+    try:
+        size = path.stat().st_size
+        if size > bound:
+            raise LimitExceeded(f"{path}: {what} of {size} bytes is larger than {limit.describe()}")
+        with open(path, "rb") as f:
+            data = f.read(bound + 1)
     except FileNotFoundError:
         raise CorpusError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise CorpusError(f"{path}: is a folder, expected a file") from None
+    if len(data) > bound:
+        raise LimitExceeded(f"{path}: {what} is larger than {limit.describe()}")
+    return data
+
+
+def read_bounded_text(path: str | Path, limit: limits.Limit = limits.JSON_FILE_BYTES, what: str = "file") -> str:
+    """The UTF-8 text of `path`, its size checked before it is read (`LimitExceeded`); `CorpusError` if absent
+    or not UTF-8."""
+    raw = read_bounded(Path(path), limit, what)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CorpusError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+
+
+def read_json(path: str | Path) -> Any:
+    text = read_bounded_text(path, limits.JSON_FILE_BYTES, "JSON file")
+    try:
+        return loads(text, str(path))
     except json.JSONDecodeError as e:
         raise CorpusError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None

@@ -38,19 +38,19 @@ from typing import Any, Callable
 
 from . import __version__, runfolder
 from .corpus import Member, Task, load_member, load_tasks
-from .errors import (EXIT_BACKEND, EXIT_CASSETTE, EXIT_FAILED, EXIT_INTEGRITY, EXIT_OK, CassetteError, CorpusError, EvalkitError,
-                     IntegrityError, SourceMissing, UsageError)
+from .errors import (EXIT_BACKEND, EXIT_CASSETTE, EXIT_FAILED, EXIT_INTEGRITY, EXIT_INVALID, EXIT_OK, CassetteError,
+                     CorpusError, EvalkitError, IntegrityError, InvalidCorpus, LimitExceeded, SourceMissing, UsageError)
 from .backends import BackendSpec, check_labels, labels_slug
 from .interrupt import Interrupted
 from .jsonio import remove_partials
 from .pipeline import backend_context, extraction_record, is_current, render_request, score_home
 from .paths import member_ref
 from .runfolder import Home, hold
-from .sources import Document, check_integrity, read_document, sha256_file
+from .sources import Document, UnreadableSource, check_integrity, read_document, sha256_file
 from .stats import SEED
 from .summary import write_summary
 from .stats import SEED
-from .status import ERROR, NOT_COVERED, NOTEBOOK_FAILED, REFUSED, SCORED, Failed, failure_of
+from .status import ERROR, INVALID_INPUT, NOT_COVERED, NOTEBOOK_FAILED, REFUSED, SCORED, Failed, failure_of
 
 
 @dataclass
@@ -136,8 +136,9 @@ class RunResult:
         if self.plan is not None:  # a dry run shows the plan; only --strict turns its guards into the exit code
             return self.plan.guards[0].error.exit_code if self.strict and not self.plan.ok else EXIT_OK
         statuses = {o.status for o in self.outcomes}
-        if REFUSED in statuses:
-            return EXIT_INTEGRITY
+        if REFUSED in statuses:  # a changed source (4) before an input `validate` rejects too (3)
+            refused = {o.cause for o in self.outcomes if o.status == REFUSED}
+            return EXIT_INTEGRITY if refused - {INVALID_INPUT} else EXIT_INVALID
         if ERROR in statuses:  # whatever the verdicts of the others
             return EXIT_BACKEND
         if NOT_COVERED in statuses and SCORED not in statuses:  # a cassette that covers nothing measures nothing
@@ -206,15 +207,27 @@ def _named(task: Task, only: list[str]) -> list[Path]:
 
 
 def gate_members(members: list[Member], sources: Path | None, outcomes: list[Outcome],
-                 labels: list[str]) -> list[tuple[Member, list[Path]]]:
-    """The integrity gate: runs before any backend exists. Returns members cleared to run."""
+                 labels: list[str], documents: dict[str, Document] | None = None) -> list[tuple[Member, list[Path]]]:
+    """The integrity gate: runs before any backend exists. Returns members cleared to run, their documents read
+    into `documents`. A member whose inputs `validate` rejects (`input_problems`: a document over its bound or
+    unreadable, a truth breaking the task's schema) is refused with the same message, and the others go on."""
+    from .validate import input_problems
+
     cleared = []
     for m in members:
         try:
             paths = check_integrity(m, sources, seed=True)
             if m.manifest.truth is not None:
                 m.load_truth(sources)
+            if problems := input_problems(m, paths, sources):
+                raise InvalidCorpus(problems)
+            document = read_document(paths)
+            if documents is not None:
+                documents[m.key] = document
             cleared.append((m, paths))
+        except (LimitExceeded, UnreadableSource, InvalidCorpus) as e:
+            why = "; ".join(e.problems) if isinstance(e, InvalidCorpus) else str(e)
+            outcomes += [Outcome(m.task.id, m.id, b, REFUSED, message=why, cause=INVALID_INPUT) for b in labels]
         except SourceMissing as e:
             outcomes += [Outcome(m.task.id, m.id, b, "skipped", message=str(e)) for b in labels]
         except IntegrityError as e:
@@ -384,8 +397,8 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
         print(f"evalkit: note: {judge_skipped}", file=sys.stderr)
         judge_resolved = None
     outcomes: list[Outcome] = []
-    cleared = gate_members(members, opts.sources, outcomes, labels)
-    documents: dict[str, Document] = {m.key: read_document(paths) for m, paths in cleared}
+    documents: dict[str, Document] = {}
+    cleared = gate_members(members, opts.sources, outcomes, labels, documents)
     requests = [render_request(m.task, m, documents[m.key], ontology, m.task.spec.settings.with_overrides(opts.settings))
                 for m, _ in cleared]
     prices = PriceTable(path=opts.prices) if opts.prices else None

@@ -5,21 +5,41 @@ source bytes must hash to the manifest's sha256, or the member is refused.
 Every source file resolves inside the corpus folder (a pointer: inside the
 sources folder) after following symlinks, or is refused before it is read
 (`evalkit.paths`).
+
+Bounded (`evalkit.limits`): each source file's size is checked with a stat before it is hashed or
+read (DOCUMENT_BYTES), and a document that cannot be read (a corrupt PDF) is an `UnreadableSource`:
+`validate` reports either, `run` refuses that member (exit 3) and goes on with the others.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from .corpus import SOURCES_ENV, Member
-from .errors import IntegrityError, SourceMissing
+from . import limits
+from .errors import CorpusError, IntegrityError, LimitExceeded, SourceMissing
 from .paths import inside
 
-__all__ = ["Document", "IntegrityError", "SourceMissing", "check_integrity", "read_document", "source_paths"]
+__all__ = ["Document", "IntegrityError", "SourceMissing", "UnreadableSource", "check_integrity", "read_document",
+           "read_sidecar", "source_paths"]
+
+
+class UnreadableSource(CorpusError):
+    """A source document that is present but cannot be read as what it claims to be (a corrupt PDF)."""
 
 SIDECAR = "source.sha256"  # seeded for private members whose manifest pins no hash
+_SIDECAR_LINE = re.compile(r"([0-9a-f]{64}) [ *]?(\S.*)")  # sha256sum's format: "<digest>  <name>"
+
+
+def check_size(path: Path) -> Path:
+    """`path`, or `LimitExceeded` when it is larger than DOCUMENT_BYTES (a stat: nothing is read)."""
+    size, bound = path.stat().st_size, limits.DOCUMENT_BYTES.int_value()
+    if size > bound:
+        raise LimitExceeded(f"{path}: source document of {size} bytes is larger than {limits.DOCUMENT_BYTES.describe()}")
+    return path
 
 
 def sha256_file(path: Path) -> str:
@@ -34,7 +54,7 @@ def source_paths(member: Member, sources: Path | None) -> list[Path]:
     """Where the member's source files should be; raise SourceMissing if absent."""
     src = member.manifest.source
     if not src.is_pointer:
-        return [member.file(p, "the source") for p in src.paths]
+        return [check_size(member.file(p, "the source")) for p in src.paths]
     if sources is None:
         raise SourceMissing(
             f"{member.key}: skipped: its source lives outside the repo ({', '.join(src.paths)}); "
@@ -47,7 +67,7 @@ def source_paths(member: Member, sources: Path | None) -> list[Path]:
             f"{member.key}: skipped: source not found: put the file at {missing[0]} "
             f"(pointer {src.paths[paths.index(missing[0])]!r} under --sources {sources})"
         )
-    return paths
+    return [check_size(p) for p in paths]
 
 
 def _expected(member: Member, rel: str) -> str | None:
@@ -92,8 +112,7 @@ def _check_sidecar(member: Member, paths: list[Path], seed: bool) -> list[Path]:
         if seed:
             sidecar.write_text("".join(f"{h}  {n}\n" for n, h in sorted(current.items())))
         return paths
-    pinned = dict(reversed(line.split(None, 1)) for line in sidecar.read_text().splitlines() if line.strip())
-    pinned = {k.strip(): v for k, v in pinned.items()}
+    pinned = read_sidecar(sidecar)
     for name, digest in current.items():
         if pinned.get(name) != digest:
             raise IntegrityError(
@@ -101,6 +120,25 @@ def _check_sidecar(member: Member, paths: list[Path], seed: bool) -> list[Path]:
                 f"the source changed — restore it, or delete {sidecar} to accept the new file"
             )
     return paths
+
+
+def read_sidecar(sidecar: Path) -> dict[str, str]:
+    """The sidecar's ``{file name: sha256}``; `CorpusError` naming the line when it is not ``<sha256>  <name>``
+    lines (as `sha256sum` writes them) — deleting it lets the next run seed it afresh."""
+    fix = f"delete {sidecar} and the next run seeds it again from the source as it is now"
+    try:
+        text = sidecar.read_bytes()[: 1 << 20].decode("utf-8")  # a name a line: a MiB is thousands of files
+    except UnicodeDecodeError as e:
+        raise CorpusError(f"{sidecar}: not a sha256 sidecar (not UTF-8 text at byte {e.start}); {fix}") from None
+    pinned = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        m = _SIDECAR_LINE.fullmatch(line.strip())
+        if m is None:
+            raise CorpusError(f"{sidecar}:{n}: not a sha256 sidecar line ('<64 hex digits>  <file name>'); {fix}")
+        pinned[m.group(2).strip()] = m.group(1)
+    return pinned
 
 
 @dataclass(frozen=True)
@@ -115,14 +153,40 @@ class Document:
 
 
 def _read_pdf(path: Path) -> list[str]:
+    pages = _pdf_pages(path)
+    try:
+        return [page.extract_text() or "" for page in pages]
+    except Exception as e:  # noqa: BLE001 — as `_pdf_pages`: a damaged page fails with any exception type
+        raise _unreadable(path, e) from None
+
+
+def open_document(paths: list[Path]) -> None:
+    """Check the documents can be read without reading them all: each within DOCUMENT_BYTES, each PDF's page
+    table opened (`UnreadableSource`), which is where a corrupt or truncated file fails."""
+    for p in map(check_size, paths):
+        if p.suffix.lower() == ".pdf":
+            _pdf_pages(p)
+
+
+def _pdf_pages(path: Path) -> list:
     from pypdf import PdfReader  # imported lazily: only PDF members need it
 
-    return [page.extract_text() or "" for page in PdfReader(path).pages]
+    try:
+        return list(PdfReader(path).pages)
+    except Exception as e:  # noqa: BLE001 — a corrupt file fails anywhere in pypdf, with any exception type
+        raise _unreadable(path, e) from None
+
+
+def _unreadable(path: Path, e: Exception) -> UnreadableSource:
+    why = " ".join(str(e).split())[:200] or type(e).__name__
+    return UnreadableSource(f"{path}: not a readable PDF ({why}); replace it with an intact copy")
 
 
 def read_document(paths: list[Path]) -> Document:
+    """The documents' text, page-aware; `LimitExceeded` for a file over DOCUMENT_BYTES, `UnreadableSource`
+    for one that cannot be read."""
     pages: list[str] = []
-    for p in paths:
+    for p in map(check_size, paths):
         if p.suffix.lower() == ".pdf":
             pages.extend(_read_pdf(p))
         else:

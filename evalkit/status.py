@@ -8,7 +8,8 @@ A failure is never a number. Every member × backend of a run ends in one status
   of every mean, band, bootstrap and paired test, counted in an error rate beside them, never
   a standing scoreboard entry, never current for a sweep (the next sweep retries it), exit 5;
 * ``skipped``: a pointer member whose source is not present; ``refused``: its source fails its
-  sha256 (exit 4). Neither is extracted.
+  sha256 (exit 4), or one of its inputs is invalid — too large (`evalkit.limits`), an unreadable
+  document, a truth `evalkit validate` rejects (cause ``invalid_input``, exit 3). Neither is extracted.
 * ``not_covered``: a replayed cassette holds no recording of the member's request. Neither an error
   nor a score: shown as NOT COVERED with its cause, left out of every mean, never on the scoreboard;
   the others are scored and the exit code is what their verdicts say — unless nothing at all was
@@ -22,6 +23,7 @@ The cause of an error (one word, for filtering; the message says the rest):
 ``pipeline_exception``  a ``python:`` pipeline raised
 ``budget_stop``         ``--max-usd`` was reached before the call started
 ``missing_prediction``  ``predictions:dir`` holds no file for the member
+``limit_exceeded``      the answer (a prediction file, say) is larger or deeper than its bound (`evalkit.limits`)
 ``scoring_crash``       the scorer raised
 ``notebook_failed``     the member's extract or score notebook could not be executed
 =====================  ===========================================================
@@ -48,7 +50,11 @@ BUDGET_STOP = "budget_stop"
 MISSING_PREDICTION = "missing_prediction"
 SCORING_CRASH = "scoring_crash"
 NOTEBOOK_FAILED = "notebook_failed"
+LIMIT_EXCEEDED = "limit_exceeded"
+INVALID_INPUT = "invalid_input"  # of a refused member: an input of it that `evalkit validate` rejects too
 REFERENCE_FAILED = "reference_failed"  # --reference: the reference backend has no usable record of this member
+
+LIMIT_PREFIX = "limit exceeded:"  # a backend's error that starts so: its answer was over a bound
 
 # How the SDKs name a timeout (openai and anthropic: APITimeoutError, reported as "<class>: <message>").
 _TIMEOUTS = ("APITimeoutError", "TimeoutError", "ReadTimeout", "ConnectTimeout")
@@ -92,6 +98,8 @@ def classify(completion: Any, provider: str | None) -> Failed | None:
         return None
     if error.startswith(SKIPPED_PREFIX):
         return Failed(BUDGET_STOP, error[len(SKIPPED_PREFIX):].strip())
+    if error.startswith(LIMIT_PREFIX):
+        return Failed(LIMIT_EXCEEDED, error[len(LIMIT_PREFIX):].strip())
     if provider == "python":
         return Failed(PIPELINE_EXCEPTION, error)
     if provider == "predictions":

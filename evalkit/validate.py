@@ -2,7 +2,9 @@
 
 Above both `evalkit.corpus` (loading tasks, members and truth strictly) and `evalkit.sources`
 (the integrity gate on each member's source): a problem with either is a problem of the corpus,
-except a pointer member's absent source, which `run` reports as skipped.
+except a pointer member's absent source, which `run` reports as skipped. What `validate` finds
+wrong with a member's inputs, `run` refuses that member for, with the same message: both ask
+`input_problems`.
 """
 
 from __future__ import annotations
@@ -12,10 +14,10 @@ from pathlib import Path
 from .corpus import Member, load_member, load_task, task_dirs
 from .errors import CorpusError, IntegrityError, InvalidCorpus, SourceMissing
 from .outschema import keypath, violations
-from .sources import check_integrity
+from .sources import check_integrity, open_document
 from .yamlio import load_yaml
 
-__all__ = ["validate_corpus"]
+__all__ = ["input_problems", "validate_corpus"]
 
 
 def validate_corpus(corpus: Path, sources: Path | None = None) -> list[str]:
@@ -47,8 +49,7 @@ def validate_corpus(corpus: Path, sources: Path | None = None) -> list[str]:
                 continue
             problems.extend(provenance_problems(member))
             try:
-                check_integrity(member, sources)
-                problems.extend(truth_violations(member, sources))
+                problems.extend(input_problems(member, check_integrity(member, sources), sources))
             except SourceMissing:
                 pass  # reported by `run` as skipped; not a corpus error
             except IntegrityError as e:
@@ -58,6 +59,18 @@ def validate_corpus(corpus: Path, sources: Path | None = None) -> list[str]:
             except CorpusError as e:  # a file that escapes the corpus or sources folder
                 problems.append(str(e))
     return problems
+
+
+def input_problems(member: Member, paths: list[Path], sources: Path | None) -> list[str]:
+    """What is wrong with a member whose files loaded and whose source passed its sha256: a source
+    document that cannot be opened, a truth that breaks the task's output schema (raises `InvalidCorpus`
+    for a pointer truth that does not load, `LimitExceeded` for a file over its bound)."""
+    problems = []
+    try:
+        open_document(paths)
+    except CorpusError as e:
+        problems.append(str(e))
+    return problems + truth_violations(member, sources)
 
 
 def truth_violations(member: Member, sources: Path | None) -> list[str]:

@@ -3,6 +3,12 @@
 `load_yaml` returns the data plus a `Locator` that maps a key path such as
 ("fields", "term_rate", "weight") to its line, so schema errors can name
 the file, the key path and the line.
+
+Bounded (`evalkit.limits`), in time and memory linear in the file: its size is checked before it is
+read (YAML_BYTES), and the composed node graph — where an alias is the anchored node itself, so
+composing an alias bomb costs no more than its text — is measured before anything expands it: the
+nodes it would expand to, each alias counted every time it is used (YAML_NODES), and its nesting
+(NESTING_DEPTH). A refusal is a `LimitExceeded` naming the file and the limit.
 """
 
 from __future__ import annotations
@@ -13,7 +19,9 @@ from typing import Any
 
 import yaml
 
-from .errors import CorpusError
+from . import limits
+from .errors import CorpusError, LimitExceeded
+from .jsonio import read_bounded
 
 KeyPath = tuple[Any, ...]
 
@@ -74,6 +82,43 @@ def _index(node: yaml.Node, prefix: KeyPath, out: dict[KeyPath, int]) -> None:
             _index(item, prefix + (i,), out)
 
 
+def _measure(root: yaml.Node, path: Path) -> None:
+    """Refuse a node graph that expands past YAML_NODES or nests past NESTING_DEPTH. Each distinct node is
+    visited once (sizes and depths memoized by identity), iteratively: linear in the composed graph."""
+    max_nodes, max_depth = limits.YAML_NODES.value(), limits.NESTING_DEPTH.value()
+    size: dict[int, int] = {}
+    depth: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    open_: set[int] = set()
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        kids = ([n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode)
+                else node.value if isinstance(node, yaml.SequenceNode) else [])
+        if done:
+            open_.discard(key)
+            size[key] = 1 + sum(size[id(k)] for k in kids)
+            depth[key] = 1 + max((depth[id(k)] for k in kids), default=0)
+            if size[key] > max_nodes:
+                raise LimitExceeded(f"{path}:{node.start_mark.line + 1}: expands to more than {int(max_nodes)} "
+                                    f"nodes (aliases counted each time used); limit {limits.YAML_NODES.describe()}")
+            if depth[key] > max_depth:
+                raise LimitExceeded(f"{path}:{node.start_mark.line + 1}: nested deeper than {int(max_depth)} "
+                                    f"levels; limit {limits.NESTING_DEPTH.describe()}")
+            continue
+        if key in size:
+            continue
+        if key in open_:  # an alias inside its own anchor: it would expand forever
+            raise LimitExceeded(f"{path}:{node.start_mark.line + 1}: an alias refers to a node that contains it "
+                                f"(infinite expansion); limit {limits.YAML_NODES.describe()}")
+        open_.add(key)
+        stack.append((node, True))
+        stack.extend((k, False) for k in kids if id(k) not in size)
+        if len(open_) > max_depth:
+            raise LimitExceeded(f"{path}:{node.start_mark.line + 1}: nested deeper than {int(max_depth)} "
+                                f"levels; limit {limits.NESTING_DEPTH.describe()}")
+
+
 def format_keypath(keypath: KeyPath) -> str:
     parts = []
     for p in keypath:
@@ -84,16 +129,17 @@ def format_keypath(keypath: KeyPath) -> str:
 def load_yaml(path: Path) -> tuple[Any, Locator]:
     """Read one YAML file; raise CorpusError naming file and line on any problem."""
     path = Path(path)
+    raw = read_bounded(path, limits.YAML_BYTES, "YAML file")
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise CorpusError(f"{path}: file not found") from None
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise CorpusError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     try:
         loader = _StrictLoader(text)  # one parse gives both the node tree (for line numbers) and the data
         try:
             node = loader.get_single_node()
+            if node is not None:
+                _measure(node, path)  # before anything expands an alias
             data = loader.construct_document(node) if node is not None else None
         finally:
             loader.dispose()

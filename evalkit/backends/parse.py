@@ -6,7 +6,8 @@ around it, prose before it, prose after it (or several of these).
 ``malformed``: no JSON object could be found.
 
 Repair never invents content: it only cuts the text down to one complete JSON
-object that was already there.
+object that was already there. An object nested deeper than NESTING_DEPTH (`evalkit.limits`)
+is no record: ``malformed``, so nothing downstream walks it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+
+from .. import limits
+from ..jsonio import nesting_depth
 
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON|javascript|js)?[ \t]*\r?\n?(.*?)```", re.DOTALL)
 _decoder = json.JSONDecoder()
@@ -52,6 +56,14 @@ def _first_object(text: str) -> dict[str, Any] | None:
 
 def parse_record(text: str | None) -> tuple[dict[str, Any] | None, str]:
     """``text`` → (record or None, "clean" | "recovered" | "malformed")."""
+    record, outcome = _parse_record(text)
+    bound = limits.NESTING_DEPTH.int_value()
+    if record is not None and nesting_depth(record, bound) > bound:
+        return None, "malformed"
+    return record, outcome
+
+
+def _parse_record(text: str | None) -> tuple[dict[str, Any] | None, str]:
     if not text or not text.strip():
         return None, "malformed"
     record = _as_object(text.strip())

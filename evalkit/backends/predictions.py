@@ -1,11 +1,18 @@
-"""`predictions:dir=DIR`: records made elsewhere, one ``<member id>.json`` per member."""
+"""`predictions:dir=DIR`: records made elsewhere, one ``<member id>.json`` per member.
+
+Each file is bounded (`evalkit.limits`): its size (JSON_FILE_BYTES) is checked before it is read, its
+nesting (NESTING_DEPTH) before it is scored; over either, the member is an ``error`` (cause
+``limit_exceeded``) and the others are scored."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from ..errors import UsageError
+from .. import limits
+from ..errors import CorpusError, LimitExceeded, UsageError
+from ..jsonio import loads, read_bounded_text
+from ..status import LIMIT_PREFIX
 from .base import BackendContext, Completion, Request
 from .providers import Provider
 from .spec import BackendSpec
@@ -25,9 +32,13 @@ class PredictionsBackend:
         if not path.is_file():
             return Completion(record=None, parse="error", model=self.model, calls=0,
                               error=f"no prediction file {path}")
-        raw = path.read_text(encoding="utf-8")
         try:
-            record = json.loads(raw)
+            raw = read_bounded_text(path, limits.JSON_FILE_BYTES, "prediction file")
+            record = loads(raw, str(path))
+        except LimitExceeded as e:
+            return Completion(record=None, parse="error", model=self.model, calls=0, error=f"{LIMIT_PREFIX} {e}")
+        except CorpusError as e:  # not UTF-8: not a JSON text at all
+            return Completion(record=None, parse="malformed", model=self.model, calls=0, error=str(e))
         except json.JSONDecodeError as e:
             return Completion(record=None, raw=raw, parse="malformed", model=self.model, calls=0,
                               error=f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})")

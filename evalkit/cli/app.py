@@ -49,6 +49,12 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except EvalkitError as e:
             fail(e)
+        except OSError as e:  # a write outside `jsonio` (a notebook, a lock) that found the disk full
+            from ..jsonio import DISK_ERRNOS, disk_full
+
+            if e.errno not in DISK_ERRNOS:
+                raise
+            fail(disk_full(e))
         except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: the run has stopped its workers already
             _stopped(e, ctx.meta.get("evalkit.args", []))
 
