@@ -173,9 +173,27 @@ def read_bounded_text(path: str | Path, limit: limits.Limit = limits.JSON_FILE_B
         raise CorpusError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
 
 
-def read_json(path: str | Path) -> Any:
-    text = read_bounded_text(path, limits.JSON_FILE_BYTES, "JSON file")
+def read_json(path: str | Path, limit: limits.Limit | None = None) -> Any:
+    """A JSON file as data; `CorpusError` naming the file and line when it is absent or not JSON. `limit`: the
+    file is an input (JSON_FILE_BYTES, say): its size is checked before it is read and its nesting after
+    (`LimitExceeded`). Without it — evalkit's own artefacts, which hold records nested up to the bound and
+    more — only what no interpreter can parse is refused."""
+    text = read_bounded_text(path, limit, "JSON file") if limit is not None else _read_text(Path(path))
     try:
-        return loads(text, str(path))
+        return loads(text, str(path)) if limit is not None else _loads_unbounded(text, str(path))
     except json.JSONDecodeError as e:
         raise CorpusError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CorpusError(f"{path}: file not found") from None
+
+
+def _loads_unbounded(text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise LimitExceeded(f"{where}: nested too deep to parse; limit {limits.NESTING_DEPTH.describe()}") from None
