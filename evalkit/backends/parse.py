@@ -46,7 +46,9 @@ def _first_object(text: str) -> dict[str, Any] | None:
             if e.pos >= end_of_text or e.msg.startswith("Unterminated string"):  # cut off: the rest is inside it
                 return None
             value = None
-        except (ValueError, RecursionError):
+        except RecursionError:  # nested past any bound: every object inside it is too (and trying each is quadratic)
+            return None
+        except ValueError:
             value = None
         if isinstance(value, dict):
             return value
