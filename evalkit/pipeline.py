@@ -282,7 +282,9 @@ def score_record(member: Member, record: dict[str, Any] | None, document: Docume
     judged metrics; `ontology`: the ontology its prompt carried (extraction.json's ``ontology``).
     Each reaches the scorer through ``ctx.extra`` only when given. `truth`: instead of the member's own."""
     task = member.task
-    extra: dict[str, Any] = {"task_dir": str(task.dir), "scope": member.manifest.scope}
+    # schema: the fields' declared patterns, for the invention rule (`scoring.normalize.unstated`)
+    extra: dict[str, Any] = {"task_dir": str(task.dir), "scope": member.manifest.scope,
+                             "schema": task.spec.output_schema}
     if judgments is not None:
         extra["judgments"] = judgments
     if ontology is not None:
