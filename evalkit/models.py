@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -83,6 +83,19 @@ def parse_settings(pairs: list[str] | tuple[str, ...] | None) -> dict[str, Any]:
     return check_overrides(raw)
 
 
+VerdictRule = Literal["fail", "score"]
+
+
+class VerdictPolicy(Strict):
+    """How a faulty answer's verdict is decided (task.yaml ``verdict:``, `pipeline.judge_verdict`): ``fail``
+    (the default) fails an answer that breaks the output schema (``schema_invalid``) or was cut off at the
+    token budget after its retry (``truncated``), whatever its score; ``score`` lets the score decide. The
+    score is computed and shown either way."""
+
+    schema_invalid: VerdictRule = "fail"
+    truncated: VerdictRule = "fail"
+
+
 class TaskSpec(Strict):
     id: str
     description: str
@@ -94,6 +107,7 @@ class TaskSpec(Strict):
     settings: Settings = Settings()
     # false: a corpus without truth; its members are scored only against another backend (`--reference`)
     truth: bool = True
+    verdict: VerdictPolicy = VerdictPolicy()
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 

@@ -252,7 +252,9 @@ def score_extraction(member: Member, extraction: dict[str, Any], home: str | Pat
         result = score_record(member, extraction.get("record"), document, sources, threshold,
                               judgments=runfolder.read_judgments(home, extraction),
                               ontology=extraction.get("ontology"), truth=truth)
-        return mark_violations(result, (extraction.get("run") or {}).get("schema_violations") or [])
+        run = extraction.get("run") or {}
+        result = mark_violations(result, run.get("schema_violations") or [])
+        return apply_verdict_policy(result, run, member.task.spec.verdict)
     except EvalkitError:
         raise
     except Exception as e:  # noqa: BLE001 - a scorer crash is that member's error
@@ -272,6 +274,49 @@ def mark_violations(result: ScoreResult, broken: list[dict[str, Any]]) -> ScoreR
         row["schema"] = "; ".join(mine) or None
     stray = [f"{v['path']}: {v['message']}" for v in broken if top_key(v["path"]) not in named]
     result.notes.extend(f"schema_invalid — {s}" for s in stray)
+    return result
+
+
+TRUNCATED = "truncated"  # an answer cut off at the token budget even after its one retry (run block `truncated`)
+
+
+def answer_faults(run: dict[str, Any]) -> dict[str, str]:
+    """What is wrong with an answer as an answer, whatever it scores: ``schema_invalid`` (each violation's
+    JSON path) and ``truncated`` (the budget it was cut off at), each with a sentence naming the cause."""
+    faults: dict[str, str] = {}
+    if run.get("parse") == SCHEMA_INVALID:
+        paths = list(dict.fromkeys(v["path"] for v in run.get("schema_violations") or []))
+        where = f" at {', '.join(paths)}" if paths else ""
+        faults[SCHEMA_INVALID] = f"the record breaks the task's output schema{where}"
+    if run.get(TRUNCATED) == "exhausted":
+        from .backends.live import call_budgets
+
+        first, retry = call_budgets(Settings.model_validate(run.get("settings") or {}).max_tokens)
+        faults[TRUNCATED] = (f"the answer was cut off at the {retry}-token output budget (the retry after the "
+                             f"{first}-token call; task.yaml settings.max_tokens)")
+    return faults
+
+
+def apply_verdict_policy(result: ScoreResult, run: dict[str, Any], policy: Any) -> ScoreResult:
+    """An answer's faults (`answer_faults`) as ↳ notes first, and, where the task's ``verdict:`` policy
+    (`models.VerdictPolicy`) says ``fail`` for one, a FAIL whatever the score: the score and metrics stay as
+    computed. ``details["answer_faults"]`` lists the faults, each with whether it decided the verdict."""
+    faults = answer_faults(run)
+    if not faults:
+        return result
+    # a task without a verdict (passed None) keeps none: there is nothing to fail
+    failing = [f for f in faults if getattr(policy, f) == "fail"] if result.passed is not None else []
+    if failing:
+        result.passed = False
+
+    def note(f: str, why: str) -> str:
+        if result.passed is None:
+            return f"{f} — {why}"
+        return f"{f} — {why}; " + (f"verdict FAIL (task.yaml verdict.{f}: fail)" if f in failing
+                                    else f"the score decides the verdict (task.yaml verdict.{f}: score)")
+
+    result.notes[:0] = [note(f, why) for f, why in faults.items()]
+    result.details["answer_faults"] = {f: {"fails_verdict": f in failing} for f in faults}
     return result
 
 
