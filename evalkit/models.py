@@ -190,6 +190,15 @@ class TruthPointer(Strict):
         return relative(v)
 
 
+class SelfTest(Strict):
+    """Why a member's truth does not score itself 100% under the `fake` backend (which echoes the truth's
+    perfect record): ``expected`` is that score as the CLI shows it (3 decimals, 0.958 for 95.8%; checked by
+    `evalkit validate`), ``reason`` what in the truth or the scorer keeps it there (printed by the fake run)."""
+
+    expected: float = Field(ge=0.0, le=1.0)
+    reason: str = Field(min_length=1)
+
+
 class Manifest(Strict):
     title: str
     source: Source
@@ -202,6 +211,7 @@ class Manifest(Strict):
     notes: str | None = None
     truth: TruthPointer | None = None  # default: truth.yaml in the member folder
     scope: dict[str, Any] | None = None  # scorer-specific restriction (e.g. the pages' coverage)
+    self_test: SelfTest | None = None  # why the truth cannot score itself 100% (`pipeline.self_test_note`)
 
     @model_validator(mode="after")
     def _hashes(self) -> "Manifest":

@@ -18,6 +18,7 @@ from typing import Any
 from . import __version__
 from . import runfolder
 from .backends import Backend, BackendContext, BackendSpec, Completion, Request
+from .backends.fake import FakeBackend
 from .corpus import DEFAULT_CORPUS, Member, Task, find_task, sources_dir
 from .jsonio import canonical_sha
 from .models import Settings
@@ -100,8 +101,10 @@ def extraction_record(member: Member, backend: Backend, request: Request, comple
     run["settings"] = request_settings(request).non_default()  # what the call was sent, beyond the defaults
     record = run.pop("record")
     raw = run.pop("raw")
-    # A record that breaks the task's output schema is still scored as extracted; the run block says so.
-    broken = violations(record, request.schema) if record is not None and request.schema else []
+    # A record that breaks the task's output schema is still scored as extracted; the run block says so. The
+    # fake backend's record is the truth itself, which (as `evalkit validate` holds it) the size caps do not bind.
+    caps = getattr(backend, "model", None) != FakeBackend.model
+    broken = violations(record, request.schema, caps=caps) if record is not None and request.schema else []
     if broken:
         run |= {"parse": SCHEMA_INVALID, "schema_violations": broken}
     extra = {"ontology": ontology.to_json()} if ontology is not None else {}
@@ -254,6 +257,9 @@ def score_extraction(member: Member, extraction: dict[str, Any], home: str | Pat
                               ontology=extraction.get("ontology"), truth=truth)
         run = extraction.get("run") or {}
         result = mark_violations(result, run.get("schema_violations") or [])
+        if (extraction.get("backend") or {}).get("model") == FakeBackend.model and truth is None:
+            line, _ = self_test_check(member, result)  # the self-test: say why it is not 100% PASS
+            result.notes[:0] = [line] if line else []
         return apply_verdict_policy(result, run, member.task.spec.verdict)
     except EvalkitError:
         raise
@@ -275,6 +281,35 @@ def mark_violations(result: ScoreResult, broken: list[dict[str, Any]]) -> ScoreR
     stray = [f"{v['path']}: {v['message']}" for v in broken if top_key(v["path"]) not in named]
     result.notes.extend(f"schema_invalid — {s}" for s in stray)
     return result
+
+
+SELF_TEST_DIGITS = 3  # a self-test score is declared and compared as the CLI shows it (0.958 = 95.8%)
+
+
+def self_test(member: Member, document: Document, sources: Path | None) -> ScoreResult:
+    """The member's truth scored against itself: what the `fake` backend (it echoes the scorer's
+    `expected_extraction` of the truth) gets, computed without a run."""
+    truth = member.load_truth(sources)
+    return score_record(member, member.task.scorer.expected_extraction(truth), document, sources)
+
+
+def self_test_check(member: Member, result: ScoreResult) -> tuple[str | None, bool]:
+    """(a line saying why the truth's self-test `result` is not 100% PASS, whether it names something to fix):
+    the manifest's ``self_test`` reason when its expected score holds (nothing to fix); what to fix when the
+    declaration is wrong or missing; (None, False) when the truth scores itself 100% PASS and declares nothing.
+    The fake run prints the line (a ↳ note); `evalkit validate` reports a line to fix as a problem."""
+    declared = member.manifest.self_test
+    got = None if result.score is None else round(result.score, SELF_TEST_DIGITS)
+    shown = ("n/a" if got is None else f"{100 * got:.1f}%") + (" FAIL" if result.passed is False else "")
+    if declared is not None and got == round(declared.expected, SELF_TEST_DIGITS) and result.passed is not False:
+        return f"self-test: the truth scores itself {shown}, as its manifest declares: {declared.reason}", False
+    if declared is not None:
+        return (f"self-test: the truth scores itself {shown}, but its manifest declares self_test.expected "
+                f"{declared.expected} (fix the declaration or the truth)"), True
+    if got == 1.0 and result.passed is not False:
+        return None, False
+    return (f"self-test: the truth scores itself {shown}, not 100% PASS: fix the truth, or declare why in "
+            "manifest.yaml (self_test: {expected, reason})"), True
 
 
 TRUNCATED = "truncated"  # an answer cut off at the token budget even after its one retry (run block `truncated`)
