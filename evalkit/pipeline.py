@@ -303,6 +303,9 @@ def self_test_check(member: Member, result: ScoreResult) -> tuple[str | None, bo
     shown = ("n/a" if got is None else f"{100 * got:.1f}%") + (" FAIL" if result.passed is False else "")
     if declared is not None and got == round(declared.expected, SELF_TEST_DIGITS) and result.passed is not False:
         return f"self-test: the truth scores itself {shown}, as its manifest declares: {declared.reason}", False
+    if declared is not None and result.passed is False:
+        return (f"self-test: the truth scores itself {shown}: a declared self_test must still PASS (fix the truth, "
+                "or the task's threshold or gate)"), True
     if declared is not None:
         return (f"self-test: the truth scores itself {shown}, but its manifest declares self_test.expected "
                 f"{declared.expected} (fix the declaration or the truth)"), True
