@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -83,6 +83,19 @@ def parse_settings(pairs: list[str] | tuple[str, ...] | None) -> dict[str, Any]:
     return check_overrides(raw)
 
 
+VerdictRule = Literal["fail", "score"]
+
+
+class VerdictPolicy(Strict):
+    """How a faulty answer's verdict is decided (task.yaml ``verdict:``, `pipeline.judge_verdict`): ``fail``
+    (the default) fails an answer that breaks the output schema (``schema_invalid``) or was cut off at the
+    token budget after its retry (``truncated``), whatever its score; ``score`` lets the score decide. The
+    score is computed and shown either way."""
+
+    schema_invalid: VerdictRule = "fail"
+    truncated: VerdictRule = "fail"
+
+
 class TaskSpec(Strict):
     id: str
     description: str
@@ -94,6 +107,7 @@ class TaskSpec(Strict):
     settings: Settings = Settings()
     # false: a corpus without truth; its members are scored only against another backend (`--reference`)
     truth: bool = True
+    verdict: VerdictPolicy = VerdictPolicy()
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -176,6 +190,15 @@ class TruthPointer(Strict):
         return relative(v)
 
 
+class SelfTest(Strict):
+    """Why a member's truth does not score itself 100% under the `fake` backend (which echoes the truth's
+    perfect record): ``expected`` is that score as the CLI shows it (3 decimals, 0.958 for 95.8%; checked by
+    `evalkit validate`), ``reason`` what in the truth or the scorer keeps it there (printed by the fake run)."""
+
+    expected: float = Field(ge=0.0, le=1.0)
+    reason: str = Field(min_length=1)
+
+
 class Manifest(Strict):
     title: str
     source: Source
@@ -188,6 +211,7 @@ class Manifest(Strict):
     notes: str | None = None
     truth: TruthPointer | None = None  # default: truth.yaml in the member folder
     scope: dict[str, Any] | None = None  # scorer-specific restriction (e.g. the pages' coverage)
+    self_test: SelfTest | None = None  # why the truth cannot score itself 100% (`pipeline.self_test_note`)
 
     @model_validator(mode="after")
     def _hashes(self) -> "Manifest":

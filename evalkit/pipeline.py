@@ -18,6 +18,7 @@ from typing import Any
 from . import __version__
 from . import runfolder
 from .backends import Backend, BackendContext, BackendSpec, Completion, Request
+from .backends.fake import FakeBackend
 from .corpus import DEFAULT_CORPUS, Member, Task, find_task, sources_dir
 from .jsonio import canonical_sha
 from .models import Settings
@@ -100,8 +101,10 @@ def extraction_record(member: Member, backend: Backend, request: Request, comple
     run["settings"] = request_settings(request).non_default()  # what the call was sent, beyond the defaults
     record = run.pop("record")
     raw = run.pop("raw")
-    # A record that breaks the task's output schema is still scored as extracted; the run block says so.
-    broken = violations(record, request.schema) if record is not None and request.schema else []
+    # A record that breaks the task's output schema is still scored as extracted; the run block says so. The
+    # fake backend's record is the truth itself, which (as `evalkit validate` holds it) the size caps do not bind.
+    caps = getattr(backend, "model", None) != FakeBackend.model
+    broken = violations(record, request.schema, caps=caps) if record is not None and request.schema else []
     if broken:
         run |= {"parse": SCHEMA_INVALID, "schema_violations": broken}
     extra = {"ontology": ontology.to_json()} if ontology is not None else {}
@@ -252,7 +255,12 @@ def score_extraction(member: Member, extraction: dict[str, Any], home: str | Pat
         result = score_record(member, extraction.get("record"), document, sources, threshold,
                               judgments=runfolder.read_judgments(home, extraction),
                               ontology=extraction.get("ontology"), truth=truth)
-        return mark_violations(result, (extraction.get("run") or {}).get("schema_violations") or [])
+        run = extraction.get("run") or {}
+        result = mark_violations(result, run.get("schema_violations") or [])
+        if (extraction.get("backend") or {}).get("model") == FakeBackend.model and truth is None:
+            line, _ = self_test_check(member, result)  # the self-test: say why it is not 100% PASS
+            result.notes[:0] = [line] if line else []
+        return apply_verdict_policy(result, run, member.task.spec.verdict)
     except EvalkitError:
         raise
     except Exception as e:  # noqa: BLE001 - a scorer crash is that member's error
@@ -275,6 +283,81 @@ def mark_violations(result: ScoreResult, broken: list[dict[str, Any]]) -> ScoreR
     return result
 
 
+SELF_TEST_DIGITS = 3  # a self-test score is declared and compared as the CLI shows it (0.958 = 95.8%)
+
+
+def self_test(member: Member, document: Document, sources: Path | None) -> ScoreResult:
+    """The member's truth scored against itself: what the `fake` backend (it echoes the scorer's
+    `expected_extraction` of the truth) gets, computed without a run."""
+    truth = member.load_truth(sources)
+    return score_record(member, member.task.scorer.expected_extraction(truth), document, sources)
+
+
+def self_test_check(member: Member, result: ScoreResult) -> tuple[str | None, bool]:
+    """(a line saying why the truth's self-test `result` is not 100% PASS, whether it names something to fix):
+    the manifest's ``self_test`` reason when its expected score holds (nothing to fix); what to fix when the
+    declaration is wrong or missing; (None, False) when the truth scores itself 100% PASS and declares nothing.
+    The fake run prints the line (a ↳ note); `evalkit validate` reports a line to fix as a problem."""
+    declared = member.manifest.self_test
+    got = None if result.score is None else round(result.score, SELF_TEST_DIGITS)
+    shown = ("n/a" if got is None else f"{100 * got:.1f}%") + (" FAIL" if result.passed is False else "")
+    if declared is not None and got == round(declared.expected, SELF_TEST_DIGITS) and result.passed is not False:
+        return f"self-test: the truth scores itself {shown}, as its manifest declares: {declared.reason}", False
+    if declared is not None and result.passed is False:
+        return (f"self-test: the truth scores itself {shown}: a declared self_test must still PASS (fix the truth, "
+                "or the task's threshold or gate)"), True
+    if declared is not None:
+        return (f"self-test: the truth scores itself {shown}, but its manifest declares self_test.expected "
+                f"{declared.expected} (fix the declaration or the truth)"), True
+    if got == 1.0 and result.passed is not False:
+        return None, False
+    return (f"self-test: the truth scores itself {shown}, not 100% PASS: fix the truth, or declare why in "
+            "manifest.yaml (self_test: {expected, reason})"), True
+
+
+TRUNCATED = "truncated"  # an answer cut off at the token budget even after its one retry (run block `truncated`)
+
+
+def answer_faults(run: dict[str, Any]) -> dict[str, str]:
+    """What is wrong with an answer as an answer, whatever it scores: ``schema_invalid`` (each violation's
+    JSON path) and ``truncated`` (the budget it was cut off at), each with a sentence naming the cause."""
+    faults: dict[str, str] = {}
+    if run.get("parse") == SCHEMA_INVALID:
+        paths = list(dict.fromkeys(v["path"] for v in run.get("schema_violations") or []))
+        where = f" at {', '.join(paths)}" if paths else ""
+        faults[SCHEMA_INVALID] = f"the record breaks the task's output schema{where}"
+    if run.get(TRUNCATED) == "exhausted":
+        from .backends.live import call_budgets
+
+        first, retry = call_budgets(Settings.model_validate(run.get("settings") or {}).max_tokens)
+        faults[TRUNCATED] = (f"the answer was cut off at the {retry}-token output budget (the retry after the "
+                             f"{first}-token call; task.yaml settings.max_tokens)")
+    return faults
+
+
+def apply_verdict_policy(result: ScoreResult, run: dict[str, Any], policy: Any) -> ScoreResult:
+    """An answer's faults (`answer_faults`) as ↳ notes first, and, where the task's ``verdict:`` policy
+    (`models.VerdictPolicy`) says ``fail`` for one, a FAIL whatever the score: the score and metrics stay as
+    computed. ``details["answer_faults"]`` lists the faults, each with whether it decided the verdict."""
+    faults = answer_faults(run)
+    if not faults:
+        return result
+    # a task without a verdict (passed None) keeps none: there is nothing to fail
+    failing = [f for f in faults if getattr(policy, f) == "fail"] if result.passed is not None else []
+    if failing:
+        result.passed = False
+
+    def note(f: str, why: str) -> str:
+        if result.passed is None:
+            return f"{f} — {why}"
+        return f"{f} — {why}; " + (f"verdict FAIL (task.yaml verdict.{f}: fail)" if f in failing
+                                    else f"the score decides the verdict (task.yaml verdict.{f}: score)")
+
+    result.notes[:0] = [note(f, why) for f, why in faults.items()]
+    result.details["answer_faults"] = {f: {"fails_verdict": f in failing} for f in faults}
+    return result
+
+
 def score_record(member: Member, record: dict[str, Any] | None, document: Document,
                  sources: Path | None, threshold: float | None = None, judgments: dict[str, Any] | None = None,
                  ontology: dict[str, Any] | None = None, truth: Any = None) -> ScoreResult:
@@ -282,7 +365,9 @@ def score_record(member: Member, record: dict[str, Any] | None, document: Docume
     judged metrics; `ontology`: the ontology its prompt carried (extraction.json's ``ontology``).
     Each reaches the scorer through ``ctx.extra`` only when given. `truth`: instead of the member's own."""
     task = member.task
-    extra: dict[str, Any] = {"task_dir": str(task.dir), "scope": member.manifest.scope}
+    # schema: the fields' declared patterns, for the invention rule (`scoring.normalize.unstated`)
+    extra: dict[str, Any] = {"task_dir": str(task.dir), "scope": member.manifest.scope,
+                             "schema": task.spec.output_schema}
     if judgments is not None:
         extra["judgments"] = judgments
     if ontology is not None:

@@ -46,7 +46,7 @@ __all__ = ["load_scores", "field_accuracy", "mean_field_accuracy", "outcome_coun
 SUCCESS = ("match", "matched")  # outcomes that are fine
 SET_ASIDE = ("ignored", "excluded")  # outcomes a scorer sets aside by design: counted toward nothing, not problems
 
-MEMBER_COLUMNS = ["task", "member", "backend", "label", "status", "cause", "score", "passed", "verdict", "parse",
+MEMBER_COLUMNS = ["task", "member", "backend", "label", "status", "cause", "score", "passed", "verdict", "faults", "parse",
                   "input_tokens", "output_tokens", "usd", "latency_s", "error", "truncated", "items", "notes", "path"]
 
 
@@ -57,6 +57,13 @@ def verdict(passed: Any, status: str = SCORED) -> str:
     if passed is None:
         return "n/a"
     return "PASS" if passed else "FAIL"
+
+
+def answer_faults(score: dict[str, Any]) -> str | None:
+    """A score.json's answer faults (`pipeline.answer_faults`: schema_invalid, truncated), each marked FAIL when
+    it decided the verdict (the task's ``verdict:`` policy); None when the answer had none."""
+    faults = (score.get("details") or {}).get("answer_faults") or {}
+    return ", ".join(f + (" (FAIL)" if v.get("fails_verdict") else "") for f, v in faults.items()) or None
 
 
 def load_scores(run_dir: str | Path, task: str) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -80,6 +87,7 @@ def load_scores(run_dir: str | Path, task: str) -> tuple[pd.DataFrame, pd.DataFr
             "status": status, "cause": data.get("cause"),
             "score": data.get("score"), "passed": data.get("passed"),
             "verdict": verdict(data.get("passed"), status),
+            "faults": answer_faults(data),
             "parse": run.get("parse"), "input_tokens": run.get("input_tokens"),
             "output_tokens": run.get("output_tokens"), "usd": run.get("usd"), "latency_s": run.get("latency_s"),
             "error": run.get("error"), "truncated": run.get("truncated"), "items": len(member_items), "notes": len(data.get("notes") or []),

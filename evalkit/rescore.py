@@ -88,7 +88,7 @@ def replayed_record(member: Any, document: Any, archived: dict[str, Any], entry:
 def _rescore_one(board_dir: Path, task_id: str, member_id: str, label: str, entry: dict[str, Any],
                  corpus: Path, sources: Path | None, cache: dict) -> tuple[Rescored, dict[str, Any] | None]:
     from .corpus import find_task
-    from .pipeline import score_record
+    from .pipeline import apply_verdict_policy, score_record
     from .runfolder import read_extraction
     from .scoreboard import read_archived, truth_sha256
     from .sources import check_integrity, read_document, sha256_file
@@ -112,6 +112,9 @@ def _rescore_one(board_dir: Path, task_id: str, member_id: str, label: str, entr
             extraction = {**extraction, "record": replayed_record(member, document, extraction, entry, board_dir)}
         threshold = (entry.get("settings") or {}).get("threshold")
         result = score_record(member, extraction.get("record"), document, sources, threshold)
+        # the task's verdict policy on a schema_invalid or truncated answer, as a run applies it
+        run = {**(entry.get("run") or {}), **(extraction.get("run") or {})}
+        result = apply_verdict_policy(result, run, member.task.spec.verdict)
     except IntegrityError as e:
         res.status, res.message = "refused", str(e)
         return res, None

@@ -198,9 +198,10 @@ def truth_skeleton(task) -> str:
         typ = schema.get("type", "any")
         lines.append(f"  {value}   # kind: {kind}; type: {typ if isinstance(typ, str) else '|'.join(map(str, typ))}")
     # Consistent as written (the gate's required fields are blank, so missing and blocking): the fake
-    # self-test passes it. Update both once the record is filled in.
+    # self-test passes it. Update both once the record is filled in; `evalkit validate` names them while stale.
     gate = ((task.spec.scoring or {}).get("gate") or {}).get("required") or []
-    lines += [f"expected_missing_fields: {yaml.safe_dump(list(gate), default_flow_style=True).strip()}"
+    lines += ["# Update these two once the record is filled in (`evalkit validate` names them while they are stale).",
+              f"expected_missing_fields: {yaml.safe_dump(list(gate), default_flow_style=True).strip()}"
               "   # the gate's required fields the document leaves out",
               f"expected_blocking: {'true' if gate else 'false'}   # true when the gate should block this document",
               ""]

@@ -4,7 +4,10 @@ Above both `evalkit.corpus` (loading tasks, members and truth strictly) and `eva
 (the integrity gate on each member's source): a problem with either is a problem of the corpus,
 except a pointer member's absent source, which `run` reports as skipped. What `validate` finds
 wrong with a member's inputs, `run` refuses that member for, with the same message: both ask
-`input_problems`.
+`input_problems`. Each member's truth is also scored against itself (`pipeline.self_test`, what
+`--backend fake` does): a truth that cannot score itself 100% PASS without saying why in its manifest
+(`self_test:`), a wrong such declaration, and gate expectations the gate does not compute on the truth's
+record are problems.
 """
 
 from __future__ import annotations
@@ -14,7 +17,10 @@ from pathlib import Path
 from .corpus import Member, load_member, load_task, task_dirs
 from .errors import CorpusError, IntegrityError, InvalidCorpus, SourceMissing
 from .outschema import keypath, violations
-from .sources import check_integrity, open_document
+from .pipeline import self_test, self_test_check
+from .scoring.fields import FieldsOptions
+from .scoring.gate import run_gate
+from .sources import Document, check_integrity, open_document, read_document
 from .yamlio import load_yaml
 
 __all__ = ["input_problems", "validate_corpus"]
@@ -49,7 +55,11 @@ def validate_corpus(corpus: Path, sources: Path | None = None) -> list[str]:
                 continue
             problems.extend(provenance_problems(member))
             try:
-                problems.extend(input_problems(member, check_integrity(member, sources), sources))
+                paths = check_integrity(member, sources)
+                found = input_problems(member, paths, sources)
+                problems.extend(found)
+                if not found:  # a document that opens and a truth that fits the schema: can it score itself?
+                    problems.extend(self_test_problems(member, read_document(paths), sources))
             except SourceMissing:
                 pass  # reported by `run` as skipped; not a corpus error
             except IntegrityError as e:
@@ -93,6 +103,46 @@ def truth_violations(member: Member, sources: Path | None) -> list[str]:
         where = f"{path}:{line}" if line else str(path)
         out.append(f"{where}: {v['path']}: {v['message']} (the task's output schema; fix the truth or the schema)")
     return out
+
+
+def gate_problems(member: Member, sources: Path | None) -> list[str]:
+    """The `fields` scorer's gate expectations in the truth (`expected_missing_fields`, `expected_blocking`)
+    that differ from what the gate computes on the truth's own record, at their truth.yaml lines: stale
+    expectations (e.g. `new-member`'s skeleton kept after the record was filled in) FAIL every perfect answer."""
+    opts = member.task.options
+    if not isinstance(opts, FieldsOptions) or not member.task.spec.truth:
+        return []
+    truth = member.load_truth(sources)
+    gate = run_gate(truth.record, opts.gate)
+    path = member.truth_path(sources)
+    _, loc = load_yaml(path)
+    out = []
+    if sorted(gate.missing_fields) != sorted(truth.expected_missing_fields):
+        out.append(f"{loc.where(('expected_missing_fields',))}: expected_missing_fields "
+                   f"[{', '.join(truth.expected_missing_fields)}] is stale: the gate finds "
+                   f"[{', '.join(gate.missing_fields)}] missing in the truth's record (set it to that, or fix the record)")
+    if gate.blocking != truth.expected_blocking:
+        why = f" ({'; '.join(gate.reasons)})" if gate.reasons else ""
+        out.append(f"{loc.where(('expected_blocking',))}: expected_blocking {str(truth.expected_blocking).lower()} "
+                   f"is stale: the gate {'blocks' if gate.blocking else 'does not block'} the truth's record{why} "
+                   f"(set it to {str(gate.blocking).lower()}, or fix the record)")
+    return out
+
+
+def self_test_problems(member: Member, document: Document, sources: Path | None) -> list[str]:
+    """Stale gate expectations (`gate_problems`); else, when the truth scored against itself is not 100% PASS,
+    or not what the manifest's `self_test` declares, that line at the manifest (`pipeline.self_test_check`)."""
+    if not member.task.spec.truth:
+        return []
+    stale = gate_problems(member, sources)
+    if stale:
+        return stale  # the self-test FAILs on them: fix those first
+    line, to_fix = self_test_check(member, self_test(member, document, sources))
+    if not to_fix:
+        return []
+    path = member.dir / "manifest.yaml"
+    _, loc = load_yaml(path)
+    return [f"{loc.where(('self_test', 'expected'))}: {member.key}: {line}"]
 
 
 def provenance_problems(member: Member) -> list[str]:

@@ -66,3 +66,56 @@ def test_every_bundled_member_states_all_four_legs():
             prov = load_member(task, mdir).manifest.truth_provenance
             assert prov.problems() == [], mdir
             assert prov.adversarial_pass == "not done" or "refutation" in prov.adversarial_pass, mdir
+
+
+# ---------------------------------------------------------------- the self-test (docs/corpus-format.md)
+
+def _self_test_corpus(tmp_path: Path, threshold: float = 0.3, declare: dict | None = None) -> Path:
+    """m0's truth names an account its document does not state: echoed back, the id is HALLUCINATED (2 of 6)."""
+    corpus = make_corpus(tmp_path, members=1)
+    task = yaml.safe_load((corpus / "memos" / "task.yaml").read_text())
+    write_yaml(corpus / "memos" / "task.yaml", {**task, "threshold": threshold})
+    truth = corpus / "memos" / "m0" / "truth.yaml"
+    write_yaml(truth, {**yaml.safe_load(truth.read_text()), "record": {"account_id": "ACC-999", "rate": 0.5}})
+    if declare is not None:
+        manifest = corpus / "memos" / "m0" / "manifest.yaml"
+        write_yaml(manifest, {**yaml.safe_load(manifest.read_text()), "self_test": declare})
+    return corpus
+
+
+REASON = "the document's account is redacted; the truth keeps the one the contract names"
+
+
+def test_a_truth_that_cannot_score_itself_100_percent_must_say_why(tmp_path):
+    corpus = _self_test_corpus(tmp_path)
+    (problem,) = validate_corpus(corpus)
+    assert problem.startswith(f"{corpus / 'memos' / 'm0' / 'manifest.yaml'}:1: memos/m0: self-test: the truth scores "
+                              "itself 33.3%, not 100% PASS")
+    assert "self_test: {expected, reason}" in problem
+
+
+def test_a_declared_self_test_is_checked_and_its_reason_printed_by_the_fake_run(tmp_path):
+    from corpus_factory import cli
+
+    corpus = _self_test_corpus(tmp_path / "ok", declare={"expected": 0.333, "reason": REASON})
+    assert validate_corpus(corpus) == []
+    res = cli("sweep", "--corpus", corpus, "--backend", "fake", "--no-notebooks", "--out", tmp_path / "sweep")
+    assert res.exit_code == 0, res.output
+    assert f"memos/m0 …  33.3% PASS\n      ↳ self-test: the truth scores itself 33.3%, as its manifest declares: " \
+           f"{REASON}" in res.output
+    wrong = _self_test_corpus(tmp_path / "wrong", declare={"expected": 0.5, "reason": REASON})
+    manifest = wrong / "memos" / "m0" / "manifest.yaml"
+    assert validate_corpus(wrong) == [
+        f"{manifest}:{_line(manifest, 'expected')}: memos/m0: self-test: the truth scores itself 33.3%, but its "
+        "manifest declares self_test.expected 0.5 (fix the declaration or the truth)"]
+    failing = _self_test_corpus(tmp_path / "fail", threshold=0.9, declare={"expected": 0.333, "reason": REASON})
+    (problem,) = validate_corpus(failing)
+    assert "scores itself 33.3% FAIL: a declared self_test must still PASS" in problem
+
+
+def test_every_bundled_member_scores_itself_100_percent_or_declares_why():
+    from evalkit.corpus import DEFAULT_CORPUS
+
+    declared = [m.key for t in task_dirs(DEFAULT_CORPUS) for m in load_task(t).members() if m.manifest.self_test]
+    assert declared == ["adventure/jn1-chaotic-caves"]
+    assert validate_corpus(DEFAULT_CORPUS, None) == []  # pointer members without sources: skipped

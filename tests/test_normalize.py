@@ -180,3 +180,41 @@ def test_every_fold_example_in_the_graph_docs_is_what_fold_does():
     assert len(arrows) >= 5 and len(alike) >= 7
     assert [(a, b) for a, b in arrows if fold(a) != b] == []
     assert [(a, b) for a, b in alike if fold(a) != fold(b)] == []
+
+
+# ---------------------------------------------------------------- the invention rule (docs/corpus-format.md)
+
+HALDEN = "Halden Records, 1 March 2025. Account ACC-47003, entity SE-0213, code 4711."
+
+
+@pytest.mark.parametrize("value, shaped", [
+    ("ACC-47003", True), ("se 0213", True), ("a1", True),
+    ("1", False), ("2025", False), ("Halden", False), ("-", False), ("", False),
+])
+def test_identifier_shaped_needs_a_digit_and_a_letter(value, shaped):
+    from evalkit.scoring.normalize import identifier_shaped
+
+    assert identifier_shaped(value) is shaped
+
+
+def test_a_declared_pattern_makes_a_value_identifier_shaped_and_must_match():
+    from evalkit.scoring.normalize import document_keys, identifier_shaped, states_id, unstated
+
+    keys = document_keys(HALDEN)
+    assert identifier_shaped("4711", r"^\d{4}$") and states_id(keys, "4711", r"^\d{4}$")
+    assert not states_id(keys, "4711")  # digits alone: a number, unless the schema says ids look like that
+    assert "pattern" in unstated(keys, "ACC-47003", r"^ACC\d+$")  # stated, but not in the declared form
+    assert states_id(keys, "ACC-47003", "^ACC-[0-9]+$")
+    assert states_id(keys, "ACC-47003", "([")  # a pattern Python cannot read declares nothing
+
+
+@pytest.mark.parametrize("value, why", [
+    ("1", "identifier-shaped"), ("2025", "identifier-shaped"), ("Halden", "identifier-shaped"),
+    ("ACC-4700", "whole token"), ("ACC", "identifier-shaped"),
+    ("SE0213", None), ("acc-47003", None), ("ACC 47003", None),
+])
+def test_unstated_names_why_an_id_is_not_stated(value, why):
+    from evalkit.scoring.normalize import document_keys, unstated
+
+    got = unstated(document_keys(HALDEN), value)
+    assert got is None if why is None else why in got

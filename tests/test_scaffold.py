@@ -65,3 +65,31 @@ def test_new_member_pins_the_sha256_and_writes_a_truth_skeleton_from_the_schema(
     for args in ((str(doc),), (str(tmp_path / "absent.pdf"),)):
         bad = evalkit("new-member", EXAMPLE_TASK, *args, cwd=proj)
         assert bad.returncode == EXIT_USAGE and "Traceback" not in bad.stderr, bad.stderr
+
+
+def test_validate_names_the_skeletons_gate_expectations_once_the_record_is_filled_in(tmp_path):
+    """The skeleton's expected_missing_fields / expected_blocking describe an empty record; kept after the record
+    is filled in, every perfect answer FAILs its gate. `validate` names each stale line and what the gate computes."""
+    from evalkit.scaffold import init_project, new_member
+    from evalkit.validate import validate_corpus
+
+    init_project(tmp_path / "proj")
+    corpus = tmp_path / "proj" / "corpus"
+    doc = tmp_path / "invoice-8.txt"
+    doc.write_text("Invoice S-8 from Acme Ltd, total EUR 10.00\n")
+    truth = new_member(corpus, EXAMPLE_TASK, doc) / "truth.yaml"
+    text = truth.read_text().replace("invoice_number: null", "invoice_number: S-8").replace("total: null", "total: 10.0")
+    truth.write_text(text)
+
+    def line(key):
+        return next(i for i, t in enumerate(text.splitlines(), 1) if t.startswith(key + ":"))
+
+    stale = [p for p in validate_corpus(corpus) if "truth_provenance" not in p]
+    assert stale == [
+        f"{truth}:{line('expected_missing_fields')}: expected_missing_fields [invoice_number, total] is stale: the "
+        "gate finds [] missing in the truth's record (set it to that, or fix the record)",
+        f"{truth}:{line('expected_blocking')}: expected_blocking true is stale: the gate does not block the truth's "
+        "record (set it to false, or fix the record)"]
+    truth.write_text(text.replace("expected_missing_fields: [invoice_number, total]", "expected_missing_fields: []")
+                     .replace("expected_blocking: true", "expected_blocking: false"))
+    assert [p for p in validate_corpus(corpus) if "truth_provenance" not in p] == []

@@ -211,14 +211,19 @@ def test_identifier_found_with_other_case_and_spacing_is_not_hallucinated():
     assert res.items[0]["outcome"] == "match"
 
 
-# The invention rule (docs/corpus-format.md): an id is invented when its separator- and case-normalized
-# form is not a whole token (or run of tokens) of the normalized document.
-MEMO = "Account ID: ACC-47003\nSigning entity: SE-0213.\nPrevious account (closed): ACC-40961; renewal one year."
+# The invention rule (docs/corpus-format.md): an id is invented when it breaks the field's declared pattern, is
+# not identifier-shaped (a digit and a letter), or its separator- and case-normalized form is not a whole token
+# (or run of tokens) of the normalized document.
+MEMO = ("Halden Records, 1 March 2025.\nAccount ID: ACC-47003\nSigning entity: SE-0213.\n"
+        "Previous account (closed): ACC-40961; renewal one year.")
 IDS = {"acc": {"kind": "id", "weight": 2, "identifier": True}, "se": {"kind": "id", "weight": 2, "identifier": True}}
 
 
 @pytest.mark.parametrize("field, extracted, outcome", [
-    ("acc", "1", "hallucinated"),  # a digit inside ACC-40961 is not a token
+    ("acc", "1", "hallucinated"),  # a word of the memo (the date's day), but no identifier
+    ("acc", "2025", "hallucinated"),  # the memo's year: a number, not an identifier
+    ("acc", "Halden", "hallucinated"),  # the memo's town: a word, not an identifier
+    ("acc", "47003", "hallucinated"),  # the digits of ACC-47003 are a fragment of its token
     ("acc", "ACC", "hallucinated"),  # the prefix of ACC-47003 is not a token
     ("acc", "ACC-4700", "hallucinated"),  # nor is a truncation of it
     ("se", "SE0213", "mismatch"),  # stated as SE-0213: not invented; the match rule is exact, so a mismatch
@@ -231,6 +236,36 @@ def test_invention_rule_is_whole_tokens_separators_and_case_aside(field, extract
     row = next(r for r in res.items if r["field"] == field)
     assert row["outcome"] == outcome, row["reason"]
     assert res.metrics["hallucinated"] == (outcome == "hallucinated")
+
+
+def test_a_declared_schema_pattern_decides_the_shape_and_must_match():
+    from evalkit.scoring import ScoreContext
+
+    opts = FieldsOptions.model_validate({"fields": {"acc": {"kind": "id", "weight": 2, "identifier": True}}})
+    truth = FieldsTruth(record={"acc": "ACC-47003"})
+
+    def outcome(got, pattern):
+        schema = {"type": "object", "properties": {"acc": {"type": ["string", "null"], "pattern": pattern}}}
+        ctx = ScoreContext(task_id="t", member_id="m", source_text=MEMO + " Ref 2025.", options=opts,
+                           threshold=0.9, extra={"schema": schema})
+        return score({"acc": got}, truth, ctx).items[0]
+
+    assert outcome("2025", r"^[0-9]{4}$")["outcome"] == "mismatch"  # digits are ids when the schema says so
+    row = outcome("acc-47003", "^ACC-[0-9]+$")  # stated, but not in the form the schema declares
+    assert row["outcome"] == "hallucinated" and "declared pattern" in row["reason"]
+    assert outcome("ACC-47003", "^ACC-[0-9]+$")["outcome"] == "match"
+
+
+def test_a_terms_field_takes_the_pattern_of_the_list_items():
+    from evalkit.scoring import ScoreContext
+    from evalkit.scoring.fields import declared_pattern
+
+    schema = {"properties": {"terms": {"type": "array", "items": {"properties": {"acc": {"pattern": "^A"}}}},
+                             "acc": {"pattern": "^B"}}}
+    ctx = ScoreContext(task_id="t", member_id="m", source_text="", options=None, threshold=0.9,
+                       extra={"schema": schema})
+    assert [declared_pattern(ctx, n) for n in ("acc", "terms[1].acc", "terms[extra 2].acc", "x", "terms")] \
+        == ["^B", "^A", "^A", None, None]
 
 
 def test_an_id_printed_across_tokens_is_stated():

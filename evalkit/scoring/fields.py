@@ -33,7 +33,7 @@ from .normalize import (
     parse_duration,
     parse_number,
     show_decimal,
-    states_id,
+    unstated,
 )
 from .text import normalize
 
@@ -45,7 +45,7 @@ class FieldSpec(Strict):
     kind: Kind
     weight: float = Field(1.0, gt=0)
     tolerance: float | None = Field(None, ge=0)
-    identifier: bool = False  # a value the source text does not state is HALLUCINATED (normalize.states_id)
+    identifier: bool = False  # a value the source text does not state is HALLUCINATED (normalize.unstated)
     # kind `terms` only: each term's fields, and the fields that pair extracted terms with truth terms
     fields: dict[str, "FieldSpec"] | None = None
     align_by: list[str] = Field(default_factory=list)
@@ -365,6 +365,22 @@ def _field_rows(ctx: ScoreContext, name: str, spec: FieldSpec, exp: Any, got: An
     return [_row(ctx, name, spec, exp, got, source, penalty)]
 
 
+def declared_pattern(ctx: ScoreContext, name: str) -> str | None:
+    """The `pattern` the task's output schema (``ctx.extra["schema"]``) declares for a row's field: `name`
+    is ``field`` or, for a term's field, ``field[N].sub`` (the sub-field of the list's items)."""
+    node: Any = (ctx.extra or {}).get("schema")
+    for i, part in enumerate(name.split(".")):
+        if not isinstance(node, dict):
+            return None
+        if i:  # a term's field: under the list's items
+            node = node.get("items")
+            if not isinstance(node, dict):
+                return None
+        node = (node.get("properties") or {}).get(part.split("[")[0])
+    pattern = node.get("pattern") if isinstance(node, dict) else None
+    return pattern if isinstance(pattern, str) else None
+
+
 def _row(ctx: ScoreContext, name: str, spec: FieldSpec, exp: Any, got: Any, source: list[str] | None,
          penalty: float) -> dict:
     row = {
@@ -376,10 +392,11 @@ def _row(ctx: ScoreContext, name: str, spec: FieldSpec, exp: Any, got: Any, sour
         "extracted": _jsonable(got),
     }
     # The check needs a source to look in (`source` is its token keys); with no text nothing is flagged.
-    if spec.identifier and not is_missing(got) and source and not states_id(source, got):
+    why = unstated(source, got, declared_pattern(ctx, name)) if spec.identifier and not is_missing(got) and source \
+        else None
+    if why is not None:
         w = spec.weight * penalty
-        reason = ("not a whole token or token run of the source, separators and case aside "
-                  f"(weight {_num(spec.weight)} × penalty {_num(penalty)})")
+        reason = f"{why} (weight {_num(spec.weight)} × penalty {_num(penalty)})"
         return row | {"weight": w, "outcome": "hallucinated", "credit": 0.0, "reason": reason}
     if is_missing(exp) and is_missing(got):
         outcome, reason = "match", "both null"
@@ -480,8 +497,9 @@ METRICS = (
     Metric("mismatched", "fields with a value on both sides that differ under their kind's rule", _row),
     Metric("missing", "fields the truth fills and the extraction leaves null", _row),
     Metric("extra", "fields the truth leaves null and the extraction fills", _row),
-    Metric("hallucinated", "identifier fields whose extracted value, separators and case aside, is not a whole "
-           "token or token run of the source text", _row),
+    Metric("hallucinated", "identifier fields whose extracted value is not stated as an identifier: it breaks the "
+           "field's schema pattern, is not identifier-shaped (a digit and a letter, or the pattern), or, separators "
+           "and case aside, is not a whole token or token run of the source text", _row),
     Metric("gate_agrees", "the gate's missing fields and blocking verdict on the extraction equal the truth's "
            "expected_missing_fields and expected_blocking", score),
     Metric("gate_blocking", "the gate blocks the extraction: a required field missing, or a sum_equals rule broken "

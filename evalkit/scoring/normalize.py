@@ -10,6 +10,7 @@ with dateutil: dateutil fills unknown parts from a default date, but CUAD's
 from __future__ import annotations
 
 import calendar
+import functools
 import datetime as _dt
 import math
 import re
@@ -264,23 +265,55 @@ def document_keys(text: str) -> list[str]:
     return [id_key(m[0]) for m in _TOKEN.finditer(text)]
 
 
-def states_id(keys: list[str], value: object) -> bool:
-    """True when the id's key equals a whole document token or a run of consecutive tokens.
+@functools.lru_cache(maxsize=256)
+def _compiled(pattern: str | None) -> re.Pattern[str] | None:
+    try:
+        return None if pattern is None else re.compile(pattern)
+    except re.error:
+        return None  # a pattern Python cannot read declares nothing evalkit can check
+
+
+def matches_pattern(value: object, pattern: str | None) -> bool:
+    """JSON Schema `pattern` semantics: a search, not a full match (anchors are the pattern's own)."""
+    rx = _compiled(pattern)
+    return rx is not None and rx.search(str(value)) is not None
+
+
+def identifier_shaped(value: object, pattern: str | None = None) -> bool:
+    """An identifier looks like one: it holds a digit and a letter (`ACC-47003`, `SE 0213`), or it matches
+    the field's declared pattern. `1`, `2025` and `Halden` are words and numbers, not identifiers."""
+    key = id_key(value)
+    has_both = any(c.isdigit() for c in key) and any(c.isalpha() for c in key)
+    return has_both or matches_pattern(value, pattern)
+
+
+def states_id(keys: list[str], value: object, pattern: str | None = None) -> bool:
+    """True when the document states the id (`unstated`: why not)."""
+    return unstated(keys, value, pattern) is None
+
+
+def unstated(keys: list[str], value: object, pattern: str | None = None) -> str | None:
+    """Why the document does not state the id as an identifier, or None when it does: the id must match
+    the field's declared `pattern` (when the schema has one), be identifier-shaped, and its key must equal
+    a whole document token or a run of consecutive tokens.
 
     `ACC`, `ACC-4700` and `1` are not stated by a document whose only id is `ACC-47003`: a fragment of a
-    token is not a token. `SE0213` is stated by `SE-0213` (separators differ, the key is the same)."""
+    token is not a token; `2025` and `Halden` are not stated as ids by a memo dated 2025 from Halden: they
+    are not identifier-shaped. `SE0213` is stated by `SE-0213` (separators differ, the key is the same)."""
+    if _compiled(pattern) is not None and not matches_pattern(value, pattern):
+        return f"does not match the field's declared pattern {pattern!r}"
+    if not identifier_shaped(value, pattern):
+        return "not identifier-shaped (no digit and letter together, no declared pattern it matches)"
     want = id_key(value)
-    if not want:
-        return False  # nothing but separators: no token can be it
     for i in range(len(keys)):
         run = ""
         for k in keys[i:]:
             run += k
             if run == want:
-                return True
+                return None
             if not want.startswith(run):
                 break
-    return False
+    return "not a whole token or token run of the source, separators and case aside"
 
 
 # A trailing parenthetical that defines an alias: ("AIG"), (the "Company"),

@@ -98,18 +98,20 @@ def _outcome_summary(df: pd.DataFrame) -> str:
 
 # --------------------------------------------------------------------------- a report's members
 
-MEMBER_COLUMNS = ["member", "backend", "score", "verdict", "cause", "parse", "input_tokens", "output_tokens", "usd",
-                  "latency_s", "items", "notes"]
+MEMBER_COLUMNS = ["member", "backend", "score", "verdict", "cause", "faults", "parse", "truncated", "input_tokens",
+                  "output_tokens", "usd", "latency_s", "items", "notes"]
+SPARSE = ("cause", "faults", "truncated")  # shown only when some member has one
 
 
 def members_table(members: pd.DataFrame) -> None:
-    """One row per member × backend; an errored one shows ERROR and its cause (the column is there only
-    when some member errored)."""
+    """One row per member × backend; an errored one shows ERROR and its cause, a schema_invalid or truncated
+    answer its faults (`report.answer_faults`; each column is there only when some member has one)."""
     df = members.copy()
     errored = df["verdict"] == "ERROR" if "verdict" in df.columns else pd.Series(False, index=df.index)
     if "score" in df.columns:
         df["score"] = ["ERROR" if e else "" if _is_null(s) else f"{s:.3f}" for s, e in zip(df["score"], errored)]
-    columns = [c for c in MEMBER_COLUMNS if c in df.columns and (c != "cause" or errored.any())]
+    columns = [c for c in MEMBER_COLUMNS if c in df.columns
+               and (c not in SPARSE or not all(_is_null(v) for v in df[c]))]
     table(df, columns, empty="(no scored members)", links={"member": member_pages(df)})
 
 
