@@ -360,13 +360,14 @@ def band_width(c: Comparison) -> float | None:
 
 def paired(c: Comparison) -> list[dict[str, Any]]:
     """The first backend (A) against each other (B): `delta.compare_sides` — metric deltas with paired
-    CIs, the one-line statement, verdict flips, changed items, per-field accuracy."""
+    CIs, the one-line statement, verdict flips, changed items, per-field accuracy; held-out members apart."""
     from .delta import compare_sides
 
     if nothing_comparable(c):
         return []
     a, band = c.backends[0], band_width(c)
-    return [compare_sides(c.task, c.scores[a], c.scores[b], a, b, band) for b in c.backends[1:]]
+    heldout = frozenset(runfolder.read_run_json(c.run_dir).get("heldout") or [])
+    return [compare_sides(c.task, c.scores[a], c.scores[b], a, b, band, heldout) for b in c.backends[1:]]
 
 
 def summary_table(c: Comparison) -> pd.DataFrame:
@@ -448,6 +449,27 @@ def run_tasks(run_dir: str | Path) -> list[str]:
     """Every task of a run with a result (scored or not) in it."""
     return [p.name for p in sorted(Path(run_dir).iterdir())
             if p.is_dir() and not p.name.startswith(".") and runfolder.task_results(run_dir, p.name)]
+
+
+def text(run_dir: str | Path, tasks: list[str] | None = None, backends: list[str] | None = None) -> str:
+    """The comparison's headline for a terminal: per task, each backend's passed/N, errors and headline mean
+    with its CI (summary.json), then each paired statement (tuned and held-out apart)."""
+    lines = []
+    for task in tasks or run_tasks(run_dir):
+        c = load(run_dir, task, backends)
+        lines.append(task)
+        for r in summary_table(c).to_dict("records"):
+            mean = next(k for k in r if k.startswith("mean "))
+            ci = next(k for k in r if k.endswith(" CI"))
+            lines.append(f"  {r['backend']}: {r['passed']} passed · {r['errors']} errors · {mean} {r[mean]} {r[ci]}")
+        why = nothing_comparable(c)
+        if why:
+            lines.append(f"  {why}")
+        for p in paired(c):
+            lines.append(f"  {p['statement']}")
+            if p.get("heldout"):
+                lines.append(f"  {p['heldout']['statement']}")
+    return "\n".join(lines) + "\n" if lines else ""
 
 
 def compare_run(run_dir: str | Path, tasks: list[str] | None = None, backends: list[str] | None = None,

@@ -11,9 +11,15 @@
 * `bootstrap_ci`: the percentile interval of a statistic over members resampled with replacement;
   `mean_ci` (band.json: a corpus mean) and `micro_f1_ci` (`evalkit compare`: micro F1) are its two uses.
 * `sign_flip_p`: the one-sided paired sign-flip permutation p-value of `evalkit check` (exact up to
-  16 pairs, else 20 000 seeded random patterns).
+  16 pairs, 20 000 seeded random patterns up to 5 000 pairs, the normal approximation of the same
+  permutation distribution beyond: `sign_flip_method` names which).
 * `paired_difference`: B − A over the members both have: the mean difference, its bootstrap CI, and the
   two-sided sign-flip p-value (`evalkit compare`, `evalkit diff`).
+* `holm`: Holm's step-down adjustment of a family of p-values (compare and diff adjust every per-field and
+  per-metric row; the headline score is the pre-declared primary and is not adjusted); `format_p`.
+
+Resampling works in chunks of rows, so memory is O(members), not O(resamples × members); chunks draw the
+same stream as one array would, so the figures are the bits they always were.
 
 Everything here is a function of its arguments: the same inputs and seed give the same bits.
 """
@@ -29,7 +35,8 @@ import numpy as np
 
 __all__ = [
     "SEED", "RESAMPLES", "CONFIDENCE", "sub_seed", "as_number", "mean", "f1", "summed", "micro_f1", "macro_f1",
-    "bootstrap_ci", "mean_ci", "micro_f1_ci", "sign_flip_p", "paired_difference",
+    "bootstrap_ci", "mean_ci", "micro_f1_ci", "sign_flip_p", "sign_flip_method", "paired_difference", "holm",
+    "format_p", "RESAMPLING_UNIT",
 ]
 
 SEED = 20261130
@@ -38,6 +45,11 @@ CONFIDENCE = 0.95
 EXACT_MAX_N = 16  # up to 2^16 sign patterns are enumerated; beyond, MC_FLIPS random ones
 MC_FLIPS = 20_000
 TIE = 1e-12  # a permuted mean this close to the observed one counts as at least as extreme
+NORMAL_MIN_N = 5_000  # from here on the sign-flip distribution is taken as normal (its exact mean and variance)
+CHUNK = 1 << 22  # draws per chunk of resamples (32 MB of int64): memory is O(members), not O(resamples × members)
+# What every CI and p-value evalkit prints resamples (the pages say so beside them).
+RESAMPLING_UNIT = ("members: each member's figure is one unit (a member's items stay together, so items "
+                   "correlated within a member are never treated as independent)")
 
 Seed = int | Sequence[int]
 
@@ -105,7 +117,9 @@ def bootstrap_ci(sample: Any, statistic: Callable[[np.ndarray], np.ndarray], see
     if len(x) == 0:
         return None
     rng = np.random.default_rng(seed)
-    figures = statistic(x[rng.integers(0, len(x), size=(resamples, len(x)))])
+    rows = max(1, CHUNK // len(x))
+    figures = np.concatenate([statistic(x[rng.integers(0, len(x), size=(min(rows, resamples - i), len(x)))])
+                              for i in range(0, resamples, rows)])
     figures = figures[~np.isnan(figures)]
     if not figures.size:
         return None
@@ -145,23 +159,41 @@ def micro_f1_ci(counts: Any, seed: Seed = SEED, resamples: int = RESAMPLES,
 # ----------------------------------------------------------------------------- paired test
 
 
+def sign_flip_method(n: int) -> str:
+    """How `sign_flip_p` computes its p-value for `n` pairs (stated beside the figures)."""
+    if n <= EXACT_MAX_N:
+        return f"exact (all 2^{n} sign patterns)"
+    if n < NORMAL_MIN_N:
+        return f"Monte Carlo ({MC_FLIPS:,} seeded sign patterns)"
+    return "normal approximation of the sign-flip distribution (n ≥ 5,000)"
+
+
 def sign_flip_p(differences: Iterable[float | None], alternative: str = "less", seed: Seed = SEED) -> float | None:
     """One-sided paired sign-flip permutation p-value for the mean of `differences` (new − standing).
 
     ``alternative="less"``: evidence that new < standing (a drop); ``"greater"``: new > standing.
-    Exact enumeration of all 2^n sign patterns for n ≤ 16, else 20 000 seeded random patterns
-    (with the +1 correction). None when there are no pairs.
+    Exact enumeration of all 2^n sign patterns for n ≤ 16; 20 000 seeded random patterns (with the +1
+    correction, drawn in chunks) below 5 000 pairs; beyond, the normal approximation of the same
+    distribution (mean 0, variance Σd²/n²). None when there are no pairs.
     """
     d = np.asarray([x for x in differences if x is not None], dtype=float)
     n = d.size
     if n == 0:
         return None
     observed = d.mean()
+    if n >= NORMAL_MIN_N:
+        sd = math.sqrt(float(np.dot(d, d))) / n
+        if sd == 0:
+            return 1.0
+        z = (observed + TIE) / sd if alternative == "less" else (observed - TIE) / sd
+        below = 0.5 * math.erfc(-z / math.sqrt(2))  # P(Z <= z)
+        return float(below if alternative == "less" else 1.0 - below)
     if n <= EXACT_MAX_N:
-        patterns = ((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1) * 2 - 1
+        stats = ((((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1) * 2 - 1) * d).mean(axis=1)
     else:
-        patterns = np.random.default_rng(seed).integers(0, 2, size=(MC_FLIPS, n)) * 2 - 1
-    stats = (patterns * d).mean(axis=1)
+        rng, rows = np.random.default_rng(seed), max(1, CHUNK // n)
+        stats = np.concatenate([((rng.integers(0, 2, size=(min(rows, MC_FLIPS - i), n)) * 2 - 1) * d).mean(axis=1)
+                                for i in range(0, MC_FLIPS, rows)])
     hits = np.sum(stats <= observed + TIE) if alternative == "less" else np.sum(stats >= observed - TIE)
     return float(hits / stats.size) if n <= EXACT_MAX_N else float((hits + 1) / (MC_FLIPS + 1))
 
@@ -176,3 +208,24 @@ def paired_difference(pairs: Iterable[tuple[Any, Any]], seed: Seed = SEED) -> di
     ci = mean_ci(d, seed)
     p = min(1.0, 2 * min(sign_flip_p(d, "less", seed), sign_flip_p(d, "greater", seed)))  # type: ignore[type-var]
     return {"mean": math.fsum(d) / len(d), "ci": list(ci) if ci else None, "p": p, "n": len(d)}
+
+
+# ----------------------------------------------------------------------------- multiplicity
+
+
+def holm(ps: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjustment (family-wise error) of `ps`, in their order; None stays None and is not
+    counted in the family. Adjusted p_(i) = max over j ≤ i of min(1, (m − j + 1)·p_(j)), sorted ascending."""
+    present = sorted((p, i) for i, p in enumerate(ps) if p is not None)
+    m, out, running = len(present), [None] * len(ps), 0.0
+    for rank, (p, i) in enumerate(present):
+        running = max(running, min(1.0, (m - rank) * p))
+        out[i] = running
+    return out  # type: ignore[return-value]
+
+
+def format_p(p: float | None) -> str:
+    """A p-value as printed: three decimals, ``< 0.001`` below that (never ``0.000``), ``—`` when None."""
+    if p is None:
+        return "—"
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"

@@ -84,6 +84,9 @@ def test_done_when_run_two_cassette_backends_offline_then_compare_renders_the_wi
     assert proc.returncode == 0, proc.stdout + proc.stderr
     nb_path, html_path = run_dir / "encyclopedia" / "compare.ipynb", run_dir / "encyclopedia" / "compare.html"
     assert f"Comparison: {html_path}" in proc.stdout
+    # the headline in the terminal too: each backend's passed/N and mean, then the paired statement
+    assert re.search(r"^  alpha: \d+/2 passed · 0 errors · mean \S+ ", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^  beta − alpha = [+−]\d\.\d{3}", proc.stdout, re.M), proc.stdout
     nb = json.loads(nb_path.read_text())
     outputs = [o for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
@@ -95,3 +98,6 @@ def test_done_when_run_two_cassette_backends_offline_then_compare_renders_the_wi
     assert f"<script>{chrome.script()}</script>" in html
     for text in ("alpha", "beta", "judge vs strict", "U.S.", "beta − alpha = ", "F1 per relation type"):
         assert text in html, text
+    # the long item table comes after the summary tables (F1, calls), not before them
+    assert html.index("F1 per relation type") < html.index("Items whose outcome changed")
+    assert "p (Holm)" in html and "resample members" in html

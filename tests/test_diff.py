@@ -12,7 +12,7 @@ import pytest
 from corpus_factory import cli, specs
 from evalkit.corpus import DEFAULT_CORPUS
 from evalkit.delta import metric_deltas, statement
-from evalkit.diff import diff_runs
+from evalkit.diff import diff_runs, text
 from evalkit.runner import RunOptions, run
 from evalkit.stats import paired_difference
 
@@ -48,13 +48,17 @@ def test_the_diff_lists_exactly_the_planted_changes_newly_hallucinated_first(run
     assert by_member["clean-single-term"]["value_before"] == 0.7 != by_member["clean-single-term"]["value_after"]
     assert {f["member"] for f in pair["flips"]} == {"clean-single-term", "distractor-prose", "multi-condition"}
     score = pair["metrics"][0]
-    assert score["metric"] == "score" and score["n"] == 13 and score["mean"] < 0
+    # deal-memos holds one held-out member (percent-words): compared apart, never pooled with the 12 tuned
+    assert score["metric"] == "score" and score["n"] == 12 and score["mean"] < 0
     assert score["ci"][0] <= score["mean"] <= score["ci"][1] <= 0
     assert pair["statement"].startswith("B:predictions − A:fake = −0.")
-    assert "over 13 members" in pair["statement"]
+    assert "over 12 tuned members" in pair["statement"]
+    held = pair["heldout"]
+    assert held["group"] == "held-out" and held["metrics"][0]["n"] == 1
+    assert "over 1 held-out member" in held["statement"]
     fields = {f["field"]: f for f in pair["fields"]}
-    assert fields["term_rate"]["a"] == 1.0 and fields["term_rate"]["b"] == pytest.approx(12 / 13)
-    assert fields["stores"]["mean"] == 0.0 and fields["stores"]["n"] == 13
+    assert fields["term_rate"]["a"] == 1.0 and fields["term_rate"]["b"] == pytest.approx(11 / 12)
+    assert fields["stores"]["mean"] == 0.0 and fields["stores"]["n"] == 12
 
 
 def test_a_run_against_itself_changes_nothing(runs):
@@ -88,3 +92,29 @@ def test_the_cli_prints_the_diff_and_writes_the_notebook_page(runs):
     page = (b / "diff.html").read_text()
     assert "hallucinated" in page and "B:predictions − A:fake = −0." in page
     assert "<svg" in page  # the paired per-member chart
+
+
+def test_a_setting_that_moved_nothing_is_named_and_explained(tmp_path, runs):
+    """Two runs that differ only by --set temperature=0.5: the diff names A and B, lists the setting first,
+    counts the changed requests, and says why a zero delta is zero."""
+    hot = tmp_path / "hot"
+    run(RunOptions(corpus=DEFAULT_CORPUS, backends=specs("fake"), tasks=["deal-memos"], out=hot, notebooks=False,
+                   html=False, settings={"temperature": 0.5}))
+    d = diff_runs(runs[0], hot)
+    assert {"what": "setting.temperature", "a": None, "b": 0.5} in d["config"]
+    pair, = d["tasks"]["deal-memos"]["pairs"]
+    assert pair["config"]["requests_changed"] == pair["config"]["requests_compared"] == 13
+    assert "requests differ, yet every answer scored the same" in pair["zero_delta"]
+    out = text(d)
+    assert out.index("setting.temperature: — → 0.5") < out.index("deal-memos")  # configuration first
+    assert out.startswith(f"A = {runs[0]}\nB = {hot}\n")
+    # a run against itself: identical configuration, and nothing to explain
+    same = diff_runs(runs[0], runs[0])
+    assert same["config"] == [] and same["tasks"]["deal-memos"]["pairs"][0]["zero_delta"] is None
+    assert "Configuration: identical" in text(same)
+
+
+def test_held_out_members_are_diffed_apart_and_tuned_is_explained(runs):
+    out = text(diff_runs(*runs))
+    assert "over 12 tuned members" in out and "over 1 held-out member" in out
+    assert "held-out: members kept back from tuning" in out

@@ -110,7 +110,7 @@ def compare_cmd(run_dir, backends, show, **given):
     """Render compare.ipynb (and its HTML) for a run: backends side by side, pairwise win rates.
 
     With --backend, the run is made first (with --judge/--judge-mode/--ontology as given)."""
-    from ..compare import compare_run
+    from ..compare import compare_run, text
 
     code = EXIT_OK
     if backends:
@@ -122,7 +122,9 @@ def compare_cmd(run_dir, backends, show, **given):
         named = [f"--{k.replace('_', '-')}" for k in run_only if given.get(k)]
         if named:
             raise UsageError(f"{', '.join(named)} only apply when the run is made here: add --backend")
-    for page in compare_run(run_dir, list(given["tasks"]) or None, list(show) or None, workers=given["workers"]):
+    pages = compare_run(run_dir, list(given["tasks"]) or None, list(show) or None, workers=given["workers"])
+    click.echo(text(run_dir, list(given["tasks"]) or None, list(show) or None), nl=False)
+    for page in pages:
         click.echo(f"Comparison: {page}")
     sys.exit(code)  # the run's own exit code when it was made here (1: a member failed its verdict)
 

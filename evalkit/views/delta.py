@@ -8,11 +8,13 @@ from typing import Any
 
 import pandas as pd
 
+from ..delta import TUNED_MEANS
+from ..stats import RESAMPLING_UNIT, format_p
 from .base import figure, heading, para, table, text
 from .charts import _alt, chart
 
 __all__ = ["paired_chart", "deltas_table", "fields_delta_table", "changes_table", "flips_table", "pair_view",
-           "diff_page"]
+           "changes_view", "config_table", "diff_page"]
 
 
 def paired_chart(d: Mapping[str, Any], title: str = "B − A per member") -> Any:
@@ -41,7 +43,8 @@ def paired_chart(d: Mapping[str, Any], title: str = "B − A per member") -> Any
 def deltas_table(metrics: list[Mapping[str, Any]]) -> pd.DataFrame:
     rows = [{"metric": m["metric"], "A": figure(m["a"]), "B": figure(m["b"]), "B − A": figure(m["mean"]),
              "95% CI": "—" if not m.get("ci") else f"[{m['ci'][0]:.3f}, {m['ci'][1]:.3f}]",
-             "p": figure(m["p"]), "members": m["n"]} for m in metrics]
+             "p": format_p(m["p"]), "p (Holm)": "primary" if i == 0 else format_p(m.get("p_adj")),
+             "members": m["n"]} for i, m in enumerate(metrics)]
     return pd.DataFrame(rows)
 
 
@@ -49,7 +52,7 @@ def fields_delta_table(fields: list[Mapping[str, Any]]) -> pd.DataFrame:
     rows = [{"field": f["field"], "accuracy A": figure(f["a"]), "accuracy B": figure(f["b"]),
              "B − A": figure(f["mean"]),
              "95% CI": "—" if not f.get("ci") else f"[{f['ci'][0]:.3f}, {f['ci'][1]:.3f}]",
-             "p": figure(f["p"]), "members": f["n"]} for f in fields]
+             "p": format_p(f["p"]), "p (Holm)": format_p(f.get("p_adj")), "members": f["n"]} for f in fields]
     return pd.DataFrame(rows)
 
 
@@ -66,11 +69,9 @@ def flips_table(flips: list[Mapping[str, Any]]) -> pd.DataFrame:
                          for f in flips])
 
 
-def pair_view(p: Mapping[str, Any]) -> None:
-    """One A-vs-B comparison: the statement, the paired chart, metric deltas, per-field accuracy, flips and
-    changed items."""
+def _comparison(p: Mapping[str, Any]) -> None:
     text(p["statement"])
-    chart(paired_chart(p["metrics"][0], f"{p['b']} − {p['a']} per member (score)"),
+    chart(paired_chart(p["metrics"][0], f"{p['b']} − {p['a']} per member (score{', ' + p['group'] if p.get('group') else ''})"),
           missing="(no member scored by both: no paired chart)")
     table(deltas_table(p["metrics"]), empty="(no metric to compare)")
     if p.get("fields"):
@@ -80,15 +81,52 @@ def pair_view(p: Mapping[str, Any]) -> None:
         table(fields_delta_table(p["fields"]))
     heading("Verdict flips", 3)
     table(flips_table(p["flips"]), empty="(no verdict changed)")
-    heading("Items whose outcome changed", 3)
-    table(changes_table(p["changes"]), empty="(no item changed its outcome)")
+
+
+def pair_view(p: Mapping[str, Any], items: bool = True) -> None:
+    """One A-vs-B comparison: the statement, the paired chart, metric deltas, per-field accuracy and flips
+    over the tuned members, the same for the held-out members apart, and last the (long) changed items
+    (`items=False`: the page shows them itself, after its other tables: `changes_view`)."""
+    if p.get("heldout"):
+        para(f"Members are compared in two groups, never pooled. {TUNED_MEANS[0].upper()}{TUNED_MEANS[1:]}.")
+    _comparison(p)
+    if p.get("heldout"):
+        heading("Held-out members", 3)
+        _comparison(p["heldout"])
+    para(f"CIs and p-values resample {RESAMPLING_UNIT}. p (Holm): {p.get('adjustment', '')}.")
+    if p.get("zero_delta"):
+        text(f"No figure moved: {p['zero_delta']}")
+    if items:
+        changes_view(p)
+
+
+def changes_view(p: Mapping[str, Any]) -> None:
+    """Every item whose outcome changed (tuned and held-out members): the longest table, shown last."""
+    changes = [*p["changes"], *((p.get("heldout") or {}).get("changes") or [])]
+    heading(f"Items whose outcome changed: {p['b']} against {p['a']}", 3)
+    table(changes_table(changes), empty="(no item changed its outcome)")
+
+
+def config_table(rows: list[Mapping[str, Any]]) -> pd.DataFrame:
+    return pd.DataFrame([{"what": r["what"], "A": "—" if r["a"] is None else str(r["a"]),
+                          "B": "—" if r["b"] is None else str(r["b"])} for r in rows])
 
 
 def diff_page(d: Mapping[str, Any]) -> None:
-    """diff.ipynb: per task, each A-vs-B pair (`evalkit.diff.diff_runs`)."""
+    """diff.ipynb: A and B named, what differs in how they were made, then per task each A-vs-B pair
+    (`evalkit.diff.diff_runs`)."""
+    text(f"A = {d['a']}", f"B = {d['b']}")
+    heading("Configuration", 2)
+    table(config_table(d.get("config") or []), empty="(identical: settings, threshold, corpus, evalkit and package versions)")
     for task, t in d["tasks"].items():
         heading(task)
         if t["not_comparable"]:
             text(f"nothing comparable: {t['not_comparable']}")
         for p in t["pairs"]:
+            c = p.get("config") or {}
+            if c.get("differences"):
+                table(config_table(c["differences"]))
+            if c.get("requests_compared"):
+                text(f"requests: {c['requests_changed']} of {c['requests_compared']} members' requests differ "
+                     "(prompt, template, settings or document)")
             pair_view(p)
