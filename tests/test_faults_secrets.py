@@ -124,13 +124,16 @@ def test_the_sigint_resume_line_hides_url_credentials_and_says_so(slow, tmp_path
 
 
 def test_a_finished_run_keeps_url_credentials_out_of_run_json_reports_and_the_scoreboard(tmp_path):
-    corpus, out, board = make_corpus(tmp_path, members=1), tmp_path / "runs" / "r1", tmp_path / "board.json"
+    corpus, out, board = make_corpus(tmp_path, members=2), tmp_path / "runs" / "r1", tmp_path / "board.json"
     with OpenAIFake() as server:
         backend = f"x=openai:url={url(server, 'userinfo')},model=m,max_retries=0"
+        # a proxy's error that echoes the URL it was called with: the typed credentials are secrets too
+        server.script.append({"status": 502, "message": f"proxy refused {url(server, 'userinfo')}"})
         proc = run("run", "--corpus", corpus, "--backend", backend, "--record", f"x={tmp_path / 'x.jsonl'}",
-                   "--out", out, "--update-scoreboard", "--board", board)
-        assert server.count >= 1, proc.stderr  # the real URL was called
-    assert proc.returncode in (0, 1), proc.stderr
+                   "--max-concurrency", "1", "--out", out, "--update-scoreboard", "--board", board)
+        assert server.count == 2, proc.stderr  # the real URL was called
+    assert proc.returncode == 5, proc.stderr  # the member the proxy refused is an error
+    assert "[backend URL credential redacted]" in (tmp_path / "x.failures.jsonl").read_text()
     run_json = json.loads((out / "run.json").read_text())
     assert run_json["backends"][0]["spec"].startswith(f"openai:url={server.url}/v1"), run_json["backends"]
     names = {p.name for p in tmp_path.rglob("*")}
