@@ -114,7 +114,9 @@ def normalize(nb: Any) -> Any:
     * ``metadata.kernelspec`` fixed to python3; ``language_info.version``
       reduced to major.minor;
     * adjacent outputs of one stream joined (how a print's text was split into
-      messages depends on when the kernel flushed its buffer).
+      messages depends on when the kernel flushed its buffer);
+    * every output scrubbed (`redact.scrub`): whatever a cell printed, showed or raised — a task
+      scorer's own code runs in these cells — never carries a secret into the notebook or its page.
     """
     pm = nb.metadata.get("papermill")
     if pm is not None:
@@ -130,7 +132,7 @@ def normalize(nb: Any) -> Any:
     errors = 0
     for cell in nb.cells:
         if cell.get("outputs"):
-            cell["outputs"] = _joined_streams(cell["outputs"])
+            cell["outputs"] = _scrubbed(_joined_streams(cell["outputs"]))
         md = cell.get("metadata", {})
         md.pop("execution", None)
         cpm = md.get("papermill")
@@ -158,6 +160,16 @@ def _joined_streams(outputs: list[Any]) -> list[Any]:
         else:
             joined.append(out)
     return joined
+
+
+def _scrubbed(outputs: list[Any]) -> list[Any]:
+    """`outputs` with every secret scrubbed; an error's name, value and traceback by both rules."""
+    import nbformat
+
+    from .redact import scrub
+
+    clean = [scrub(o, key_shaped=o.get("output_type") == "error") for o in outputs]
+    return outputs if clean == outputs else [nbformat.from_dict(o) for o in clean]
 
 
 def normalize_file(path: str | Path, out: str | Path | None = None) -> None:
@@ -252,9 +264,13 @@ def _run_one(notebook: str, output: str, parameters: dict[str, Any], cwd: str, t
 # --------------------------------------------------------------------------- pool
 
 def _result(job: NotebookJob, raw: tuple | Exception) -> NotebookResult:
+    from .redact import scrub
+
     if isinstance(raw, Exception):  # the worker process itself failed (or died: `workers.WorkerDied`)
-        return NotebookResult(job, False, f"{type(raw).__name__}: {raw}", type(raw).__name__, str(raw))
+        text = scrub(str(raw), key_shaped=True)
+        return NotebookResult(job, False, f"{type(raw).__name__}: {text}", type(raw).__name__, text)
     ok, ename, evalue, exec_count, seconds = raw
+    evalue = scrub(evalue, key_shaped=True)  # a cell's exception (a scorer's own) may quote a key
     if ok:
         return NotebookResult(job, True, seconds=seconds)
     where = f" (cell In [{exec_count}])" if exec_count is not None else ""

@@ -250,7 +250,9 @@ def score_extraction(member: Member, extraction: dict[str, Any], home: str | Pat
     if isinstance(truth, Failed):
         return truth
     from .errors import EvalkitError
+    from .redact import console, scrub
 
+    console()  # the scorer is the task's own code: what it prints is scrubbed on its way out
     try:
         result = score_record(member, extraction.get("record"), document, sources, threshold,
                               judgments=runfolder.read_judgments(home, extraction),
@@ -264,7 +266,7 @@ def score_extraction(member: Member, extraction: dict[str, Any], home: str | Pat
     except EvalkitError:
         raise
     except Exception as e:  # noqa: BLE001 - a scorer crash is that member's error
-        return Failed(SCORING_CRASH, f"{type(e).__name__}: {e}")
+        return Failed(SCORING_CRASH, scrub(f"{type(e).__name__}: {e}", key_shaped=True))  # it may quote a key
 
 
 def mark_violations(result: ScoreResult, broken: list[dict[str, Any]]) -> ScoreResult:

@@ -24,8 +24,21 @@ Two rules:
   only (an error body may echo a key that is not in this environment). The answer — its text and
   record — is the model's real output and is scored, so it is left as it came under this rule.
 
+A secret is found in any form it may be echoed in: as typed, JSON-escaped (``\\u002d``, ``\\/``, also
+escaped twice) and URL-escaped (``%2D``, also ``%252D``), and any mix of these.
+
 An error message is cut to one short line only after scrubbing: a key cut in two would pass
 the first rule.
+
+The environment is read once per process and again only when it changes (`secrets`: a replayed
+record is scrubbed field by field, and reading every variable each time cost more than the replay).
+Besides the environment, the credentials a backend spec carries in its URL (its userinfo, a query
+token: `remember`, called by `backends.spec`) are secrets too, wherever an error message echoes them.
+
+Past the provider's doors, three more places text enters evalkit from code it does not own, and each
+passes it through `scrub`: a task scorer's exception (`pipeline.score_extraction`) and its prints
+(`console`, for scoring in this process), and every output of an executed notebook
+(`execute.normalize`). The command line an artefact, a lock note or a message quotes is `command`.
 """
 
 from __future__ import annotations
@@ -33,7 +46,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from typing import Any, Mapping, TypeVar
+import shlex
+import sys
+from typing import Any, Iterable, Mapping, TypeVar
 
 SECRET_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "OPENAI_ADMIN_KEY")
 ANSWER_FIELDS = ("content", "record", "raw")  # the model's own output: only the first rule applies
@@ -45,27 +60,96 @@ T = TypeVar("T")
 
 
 def secrets(env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
-    """(variable, value) of every credential in the environment, longest value first."""
-    env = os.environ if env is None else env
-    found = {(name, value) for name, value in env.items()
+    """(variable, value) of every credential in the environment (and every `remember`ed one), longest
+    value first. ``os.environ`` is read again only when it has changed since the last call."""
+    return _found(env).pairs
+
+
+def remember(name: str, value: str) -> None:
+    """Treat `value` as a secret from now on, shown as ``[name redacted]`` (a credential typed into a
+    backend URL). A value shorter than 8 characters is not scrubbed out of text: it would rewrite words."""
+    global _cache
+    if len(value) >= 8 and (name, value) not in _remembered:
+        _remembered.add((name, value))
+        _cache = None
+
+
+class _Found:
+    """The secrets of one environment, and how to find each in escaped forms."""
+
+    def __init__(self, pairs: list[tuple[str, str]]):
+        self.pairs = pairs
+        self._escaped: dict[str, re.Pattern[str]] = {}
+
+    def escaped(self, secret: str) -> re.Pattern[str]:
+        if secret not in self._escaped:
+            self._escaped[secret] = re.compile("".join(_char_forms(c) for c in secret))
+        return self._escaped[secret]
+
+
+_remembered: set[tuple[str, str]] = set()
+_cache: tuple[dict[Any, Any], _Found] | None = None  # (the environment it was read from, its secrets)
+
+
+def _found(env: Mapping[str, str] | None) -> _Found:
+    global _cache
+    if env is not None:
+        return _Found(_collect(env.items()))
+    # os.environ's own dict (bytes on POSIX): comparing it with a copy is one C loop, ~50x cheaper than
+    # decoding and matching every variable; any set, changed or removed variable shows.
+    raw = getattr(os.environ, "_data", None)
+    if raw is None:
+        return _Found(_collect(os.environ.items()))
+    if _cache is None or _cache[0] != raw:
+        _cache = (dict(raw), _Found(_collect(os.environ.items())))
+    return _cache[1]
+
+
+def _collect(items: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    found = {(name, value) for name, value in items
              if (name in SECRET_ENV and len(value) >= 8)
              or (_SECRET_NAME.search(name) and len(value) >= 16 and not _WS.search(value))}
-    return sorted(found, key=lambda nv: (-len(nv[1]), nv[0]))
+    return sorted(found | _remembered, key=lambda nv: (-len(nv[1]), nv[0]))
+
+
+def _char_forms(c: str) -> str:
+    """A regex for one character of a secret as typed, JSON-escaped or URL-escaped (any number of times)."""
+    hexes = [f"{ord(c):04x}"] if ord(c) > 0x7F else [f"{ord(c):04x}", f"{ord(c):02x}"]
+    nocase = ["".join(f"[{h.lower()}{h.upper()}]" if h.isalpha() else h for h in x) for x in hexes]
+    forms = [re.escape(c), rf"\\+u{nocase[0]}"]
+    if len(nocase) > 1:
+        forms.append(rf"%(?:25)*{nocase[1]}")
+    if c == "/":
+        forms.append(r"\\+/")
+    return "(?:" + "|".join(forms) + ")"
+
+
+_ESCAPE = re.compile(r"\\+u([0-9a-fA-F]{4})|\\+(/)|%(?:25)*([0-9a-fA-F]{2})")
+
+
+def _unescaped(text: str) -> str:
+    """`text` with its JSON and URL escapes decoded (only to test whether a secret hides in it)."""
+    return _ESCAPE.sub(lambda m: m[2] or chr(int(m[1] or m[3], 16)), text)
 
 
 def scrub(value: Any, key_shaped: bool = False, env: Mapping[str, str] | None = None) -> Any:
     """`value` with every secret replaced: a string, or a dict / list walked (keys too); anything else as is."""
-    found = secrets(env)
-    if not found and not key_shaped:
+    found = _found(env)
+    if not found.pairs and not key_shaped:
         return value
     return _walk(value, found, key_shaped)
 
 
-def _walk(value: Any, found: list[tuple[str, str]], key_shaped: bool) -> Any:
+def _walk(value: Any, found: _Found, key_shaped: bool) -> Any:
     if isinstance(value, str):
-        for name, secret in found:
+        for name, secret in found.pairs:
             if secret in value:
                 value = value.replace(secret, f"[{name} redacted]")
+        if found.pairs and ("\\" in value or "%" in value):  # an escaped form, maybe
+            plain = _unescaped(value)
+            for name, secret in found.pairs:
+                if secret in plain:
+                    value = found.escaped(secret).sub(f"[{name} redacted]", value)
         return _KEY_SHAPED.sub(r"\1…[redacted]", value) if key_shaped and "sk-" in value else value
     if isinstance(value, dict):
         return {_walk(k, found, key_shaped): _walk(v, found, key_shaped) for k, v in value.items()}
@@ -94,3 +178,48 @@ def scrub_answer(answer: T) -> T:
     if error:
         changes["error"] = short(error)
     return dataclasses.replace(answer, **changes) if changes else answer  # type: ignore[type-var]
+
+
+def command(argv: list[str] | None = None) -> str:
+    """The command as an artefact, a lock note or a message may quote it: every backend SPEC among the
+    arguments redacted (`BackendSpec.redacted`: no option secret, no URL userinfo or query), then every
+    secret scrubbed. `argv`: the arguments after ``evalkit`` (default: this process's)."""
+    from .backends.spec import BackendSpec
+    from .errors import EvalkitError
+
+    def safe(arg: str) -> str:
+        flag, eq, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
+        try:
+            spec = BackendSpec.parse(value)
+        except (EvalkitError, ValueError):
+            return arg
+        hidden = spec.redacted()
+        if hidden.spec == spec.spec:
+            return arg
+        return f"{flag}{eq}" + (f"{spec.label}={hidden.spec}" if value.startswith(f"{spec.label}=") else hidden.spec)
+
+    args = sys.argv[1:] if argv is None else argv
+    return scrub(shlex.join(["evalkit", *(safe(a) for a in args)]), key_shaped=True)
+
+
+class _Scrubbed:
+    """A text stream whose every write is scrubbed first (the first rule: a scorer may print an answer)."""
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(scrub(text) if isinstance(text, str) else text)
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def console() -> None:
+    """From now on, scrub what this process prints to stdout and stderr (before a task's own code runs:
+    its scorer). Idempotent; never undone, so threads scoring at once cannot restore the wrong stream."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, _Scrubbed):
+            setattr(sys, name, _Scrubbed(stream))

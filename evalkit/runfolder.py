@@ -29,7 +29,6 @@ import functools
 import os
 import shlex
 import socket
-import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -41,6 +40,7 @@ from .errors import CorpusError, UsageError
 from .interrupt import on_stop
 from .jsonio import canonical_sha, read_json, write_json
 from .paths import check_name
+from .redact import command
 from .status import NOTEBOOK_FAILED, SCORED, Failed, failure_of, status_of
 
 __all__ = [
@@ -305,7 +305,7 @@ def hold(folder: str | Path) -> Iterator[None]:
     except Timeout:
         try:
             h = read_json(folder / LOCK_HOLDER)
-            holder = f"pid {h['pid']} on {h['host']} since {h['since']}: {h['command']}"
+            holder = f"pid {h['pid']} on {h['host']} since {h['since']}: {command(shlex.split(h['command'])[1:])}"
         except Exception:  # noqa: BLE001 - it is taking the lock right now, or left no note
             holder = "another evalkit process"
         raise RunLocked(f"{folder} is being written by a live run ({holder}); wait for it to finish, "
@@ -314,7 +314,7 @@ def hold(folder: str | Path) -> Iterator[None]:
     try:
         with on_stop(lambda: note.unlink(missing_ok=True)):  # a stopped worker process leaves no note behind
             write_json(note, {"pid": os.getpid(), "host": socket.gethostname(),
-                              "command": shlex.join(["evalkit", *sys.argv[1:]]),
+                              "command": command(),  # redacted: the note outlives a killed run
                               "since": datetime.now(timezone.utc).isoformat(timespec="seconds")})
             yield
     finally:

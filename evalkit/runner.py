@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import os
 import platform
-import shlex
 import sys
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -236,24 +235,10 @@ def gate_members(members: list[Member], sources: Path | None, outcomes: list[Out
 
 
 def command_line(argv: list[str] | None = None) -> str:
-    """The command as run.json keeps it: every backend SPEC among the arguments redacted (`BackendSpec.redacted`),
-    then every secret scrubbed (`redact.scrub`): a key typed on the command line never reaches an artefact."""
-    from .errors import EvalkitError
-    from .redact import scrub
+    """The command as run.json keeps it (`redact.command`): a key typed on the command line never reaches an artefact."""
+    from .redact import command
 
-    def safe(arg: str) -> str:
-        flag, eq, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
-        try:
-            spec = BackendSpec.parse(value)
-        except (EvalkitError, ValueError):
-            return arg
-        hidden = spec.redacted()
-        if hidden.spec == spec.spec:
-            return arg
-        return f"{flag}{eq}" + (f"{spec.label}={hidden.spec}" if value.startswith(f"{spec.label}=") else hidden.spec)
-
-    args = sys.argv[1:] if argv is None else argv
-    return scrub(shlex.join(["evalkit", *(safe(a) for a in args)]), key_shaped=True)
+    return command(argv)
 
 
 @lru_cache(maxsize=1)  # read from package metadata: ~9 ms, once per process (a sweep runs many members in each)

@@ -11,7 +11,9 @@ Three forms of one spec, one owner:
 * ``str(spec)``: ``NAME=SPEC``, which `BackendSpec.parse` reads back to an equal spec;
   ``spec.spec`` is the SPEC alone (what extraction.json and run.json store beside the label).
 * `BackendSpec.redacted`: secrets hidden — a secret-looking option's value (`SECRET_KEYS`) becomes
-  ``***``, a URL loses its userinfo, query and fragment. What run artefacts store.
+  ``***``, a URL loses its userinfo, query and fragment. What run artefacts store. The hidden values
+  are also given to the scrubber (`redact.remember`) as the spec is made: an error message that echoes
+  the URL it called cannot carry them anywhere either.
 * `BackendSpec.public`: also no local paths — a file option (`LOCAL_KEYS`, a ``python:`` target)
   or any value with a path separator becomes ``<local>``. What a published scoreboard shows.
 
@@ -30,9 +32,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from ..errors import Escape, EvalkitError, UsageError
+from ..redact import remember
 
 __all__ = ["BackendSpec", "SECRET_KEYS", "LOCAL_KEYS", "FILE_KEYS", "redact_stored", "redact_url", "check_label",
            "check_labels", "label_folder", "folder_label", "labels_slug", "DEFAULT_CASSETTE", "default_specs"]
@@ -56,6 +59,7 @@ class BackendSpec:
     def __post_init__(self) -> None:
         check_label(self.label)
         object.__setattr__(self, "options", MappingProxyType(dict(self.options)))  # frozen all the way down
+        _remember_secrets(self.options)
 
     @classmethod
     def parse(cls, text: str, label: str | None = None) -> "BackendSpec":
@@ -125,6 +129,23 @@ def _hidden(options: Mapping[str, str], public: bool) -> dict[str, str]:
             value = redact_url(value)
         out[key] = value
     return out
+
+
+def _remember_secrets(options: Mapping[str, str]) -> None:
+    """Give the scrubber every value `_hidden` hides: a secret option, a URL's userinfo and query values."""
+    for key, value in options.items():
+        if key.lower() in SECRET_KEYS:
+            remember(f"backend {key.lower()}", value)
+        elif "@" in value or "?" in value:
+            try:
+                parts = urlsplit(value)
+            except ValueError:
+                continue
+            for part in (parts.username, parts.password):
+                if part:
+                    remember("backend URL credential", part)
+            for name, token in parse_qsl(parts.query):
+                remember(f"backend URL {name}", token)
 
 
 def redact_url(url: str) -> str:

@@ -25,6 +25,7 @@ def fail(err: EvalkitError) -> None:
 
 def _stopped(err: KeyboardInterrupt, args: list[str]) -> None:
     from ..interrupt import Interrupted, received
+    from ..redact import command as quoted
 
     sig = err.signum if isinstance(err, Interrupted) else received()
     done = err.done if isinstance(err, Interrupted) else ""
@@ -35,7 +36,10 @@ def _stopped(err: KeyboardInterrupt, args: list[str]) -> None:
         again = [a for a in args if not (command == "sweep" and a == "--force")]  # --force would redo the finished
         if command != "compare" and not any(a == "--out" or a.startswith("--out=") for a in again):
             again += ["--out", str(run_dir)]
-        click.echo(f"evalkit: to finish the rest: {shlex.join(['evalkit', *again])}", err=True)
+        shown = quoted(again)  # redacted: a credential typed into a backend URL is not echoed
+        click.echo(f"evalkit: to finish the rest: {shown}", err=True)
+        if shown != shlex.join(["evalkit", *again]):
+            click.echo("evalkit: (credentials in the command are hidden: type them in again)", err=True)
     sys.exit(128 + sig)
 
 
