@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from . import jsonio
 from .runfolder import scan, sweep_of
 from .scoreboard import _selected, locked, numeric_metrics
 from .status import ERROR, SCORED, failure_of
@@ -99,7 +100,7 @@ def append_history(run_result: Any, index: str | Path | None = None) -> int:
             index.parent.mkdir(parents=True, exist_ok=True)
             with open(index, "a", encoding="utf-8") as f:
                 for line in new:
-                    f.write(json.dumps(line, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n")
+                    f.write(jsonio.line(line, index))
     return len(new)
 
 

@@ -19,7 +19,7 @@ from . import __version__
 from . import runfolder
 from .backends import Backend, BackendContext, BackendSpec, Completion, Request
 from .corpus import DEFAULT_CORPUS, Member, Task, find_task, sources_dir
-from .jsonio import canonical_sha
+from .jsonio import canonical_sha, nonfinite_path
 from .models import Settings
 from .outschema import top_key, violations
 from .scoring import ScoreContext, ScoreResult
@@ -252,11 +252,14 @@ def score_extraction(member: Member, extraction: dict[str, Any], home: str | Pat
         result = score_record(member, extraction.get("record"), document, sources, threshold,
                               judgments=runfolder.read_judgments(home, extraction),
                               ontology=extraction.get("ontology"), truth=truth)
-        return mark_violations(result, (extraction.get("run") or {}).get("schema_violations") or [])
     except EvalkitError:
         raise
     except Exception as e:  # noqa: BLE001 - a scorer crash is that member's error
         return Failed(SCORING_CRASH, f"{type(e).__name__}: {e}")
+    at = nonfinite_path(result.to_json())
+    if at is not None:  # a NaN is not a score (and JSON cannot hold it): the scorer's bug, that member's error
+        return Failed(SCORING_CRASH, f"the scorer gave {at} a NaN or infinite value (use None for an undefined figure)")
+    return mark_violations(result, (extraction.get("run") or {}).get("schema_violations") or [])
 
 
 def mark_violations(result: ScoreResult, broken: list[dict[str, Any]]) -> ScoreResult:

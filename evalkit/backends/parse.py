@@ -6,7 +6,8 @@ around it, prose before it, prose after it (or several of these).
 ``malformed``: no JSON object could be found.
 
 Repair never invents content: it only cuts the text down to one complete JSON
-object that was already there.
+object that was already there. ``NaN`` and ``Infinity`` are not JSON (Python's parser
+takes them, strict ones do not): a text whose object holds one is not that object.
 """
 
 from __future__ import annotations
@@ -16,13 +17,19 @@ import re
 from typing import Any
 
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON|javascript|js)?[ \t]*\r?\n?(.*?)```", re.DOTALL)
-_decoder = json.JSONDecoder()
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_decoder = json.JSONDecoder(parse_constant=_no_constant)
 
 
 def _as_object(text: str) -> dict[str, Any] | None:
     try:
-        value = json.loads(text)
-    except (json.JSONDecodeError, ValueError, RecursionError):
+        value = _decoder.decode(text)
+    except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 
