@@ -144,7 +144,7 @@ class PythonBackend:
             result.model = result.model or self.model
             return result
         if isinstance(result, dict) and (at := nonfinite_path(result)) is not None:  # JSON has no NaN
-            return Completion(record=None, raw=repr(result), parse="malformed", model=self.model, latency_s=latency,
+            return Completion(record=None, parse="error", model=self.model, latency_s=latency,
                               error=f"{self.spec} returned NaN or Infinity at {at}; use None for an unknown value")
         if isinstance(result, dict):
             return Completion(record=result, raw=json.dumps(result, ensure_ascii=False, default=str), parse="clean",
