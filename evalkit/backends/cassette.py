@@ -211,28 +211,18 @@ def _loads(data: bytes) -> Any:
     return json.loads(data.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite)
 
 
-_STR, _NUM, _OBJ, _INT, _BOOL = (str,), (int, float), (dict,), (int,), (bool,)
-_OPTIONAL = {  # key path → the JSON types its value may have (None always allowed)
-    "provider": _STR, "member": _STR, "timestamp": _STR,
-    "request.system": _STR, "request.user": _STR, "request.schema": _OBJ, "request.settings": _OBJ,
-    "request.settings.max_tokens": _INT, "request.settings.temperature": _NUM,
-    "response.content": _STR, "response.usage": _OBJ, "response.finish_reason": _STR, "response.latency_s": _NUM,
-    "response.parse": _STR, "response.truncated": _STR, "response.calls": _INT, "response.usd": _NUM,
-    "response.model": _STR, "response.batch": _BOOL, "response.record": _OBJ,
-}
-_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", dict: "an object", bool: "true or false"}
+_STR, _NUM, _OBJ, _INT, _BOOL = {str}, {int, float}, {dict}, {int}, {bool}  # exact types: True is no integer
+# The JSON types each field may hold (null always allowed), per object: (key path prefix, where it is, fields).
+_FIELDS = (
+    ("", (), {"provider": _STR, "member": _STR, "timestamp": _STR}),
+    ("request.", ("request",), {"system": _STR, "user": _STR, "schema": _OBJ, "settings": _OBJ}),
+    ("request.settings.", ("request", "settings"), {"max_tokens": _INT, "temperature": _NUM}),
+    ("response.", ("response",), {"content": _STR, "usage": _OBJ, "finish_reason": _STR, "latency_s": _NUM,
+                                  "parse": _STR, "truncated": _STR, "calls": _INT, "usd": _NUM, "model": _STR,
+                                  "batch": _BOOL, "record": _OBJ}),
+)
+_TYPE_NAMES = {str: "a string", int: "an integer", dict: "an object", bool: "true or false"}
 _PARSES = ("clean", "recovered", "malformed", "error", "schema_invalid")  # `ParseOutcome`
-_NONFINITE_WORD = re.compile(r"\b(?:NaN|Infinity)\b")
-
-
-def _get(rec: dict[str, Any], path: str) -> Any:
-    for part in path.split("."):
-        rec = rec.get(part) if isinstance(rec, dict) else None
-    return rec
-
-
-def _typed(value: Any, types: tuple[type, ...]) -> bool:
-    return isinstance(value, types) and (bool in types or not isinstance(value, bool))
 
 
 def _check_record(rec: Any) -> str | None:
@@ -247,19 +237,24 @@ def _check_record(rec: Any) -> str | None:
     for name in ("request", "response"):
         if not isinstance(rec.get(name), dict):
             return f"'{name}' must be an object" + ("" if name in rec else ", and is missing")
-    for path, types in _OPTIONAL.items():
-        value = _get(rec, path)
-        if value is not None and not _typed(value, types):
-            return f"'{path}' must be {_TYPE_NAMES[types[0]]}, not {json.dumps(value)[:40]}"
+    for prefix, where, fields in _FIELDS:
+        obj = rec
+        for part in where:
+            obj = obj.get(part) or {}
+        for name, types in fields.items():
+            value = obj.get(name)
+            if value is not None and type(value) not in types:
+                want = "a number" if types is _NUM else _TYPE_NAMES[next(iter(types))]
+                return f"'{prefix}{name}' must be {want}, not {json.dumps(value)[:40]}"
     resp = rec["response"]
     for name, value in (resp.get("usage") or {}).items():
-        if value is not None and not (_typed(value, _INT) and value >= 0):
+        if value is not None and not (type(value) is int and value >= 0):
             return f"'response.usage.{name}' must be a whole number of tokens, not {json.dumps(value)[:40]}"
     if resp.get("parse") is not None and resp["parse"] not in _PARSES:
         return f"'response.parse' must be one of {', '.join(_PARSES)}, not {json.dumps(resp['parse'])[:40]}"
     content = resp.get("content")
     if (content and "record" not in resp and resp.get("parse") in (None, "clean", "recovered")
-            and _NONFINITE_WORD.search(content) and _lenient_nonfinite(content)):
+            and ("NaN" in content or "Infinity" in content) and _lenient_nonfinite(content)):
         return "'response.content': the recorded answer holds NaN or Infinity, which is not JSON"
     return None
 
