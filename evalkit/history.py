@@ -19,6 +19,7 @@ written again. `history_frame` / `trend_frame` read it back for the trend charts
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,11 @@ def _key(line: dict[str, Any]) -> tuple:
     return (line.get("run_id"), line.get("time"), line.get("task"), line.get("member"), line.get("backend"))
 
 
+def _finite(value: Any) -> Any:
+    """A NaN / Infinity (in a score.json written before evalkit refused them) as null: no figure."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
 def history_lines(run_result: Any) -> list[dict[str, Any]]:
     """The index lines of a run: a RunResult / SweepResult (scored and errored outcomes) or a run folder path."""
     root, keys = _selected(run_result, (SCORED, ERROR))
@@ -62,8 +68,9 @@ def history_lines(run_result: Any) -> list[dict[str, Any]]:
             "member": s.member,
             "backend": s.backend,
             "model": (ext.get("backend") or {}).get("model"),
-            **({"status": SCORED, "score": score.get("score"), "passed": score.get("passed"),
-                "metrics": numeric_metrics(score.get("metrics") or {})} if failed is None else
+            **({"status": SCORED, "score": _finite(score.get("score")), "passed": score.get("passed"),
+                "metrics": {k: _finite(v) for k, v in numeric_metrics(score.get("metrics") or {}).items()}}
+               if failed is None else
                {"status": ERROR, "cause": failed.cause, "message": failed.message}),
             "cost": {k: run.get(k) for k in ("input_tokens", "output_tokens", "usd", "calls")},
         })

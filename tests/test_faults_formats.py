@@ -15,6 +15,7 @@ from corpus_factory import cli, make_corpus, specs
 from evalkit.backends.cassette import (FORMAT, HEADER_KEY, Cassette, RecordingBackend, concat, encode_record,
                                        load_records)
 from evalkit.errors import CassetteCorrupt, NonFinite
+from evalkit.history import append_history
 from evalkit.jsonio import write_json
 from evalkit.runner import RunOptions, run
 
@@ -197,6 +198,8 @@ def test_a_changed_setting_is_named_when_nothing_is_covered(case, tmp_path):
     res = replay_cli(corpus, cas, tmp_path / "out", "--set", "temperature=0.5")
     assert res.exit_code == 6, res.output
     assert res.output.count("temperature: recorded 0.0, requested 0.5") == 3, res.output
+    strict_replay = replay_cli(corpus, cas, tmp_path / "strict", "--set", "temperature=0.5", "--strict-replay")
+    assert strict_replay.exit_code == 6 and "also differs: temperature: recorded 0.0, requested 0.5" in strict_replay.output
     dry = replay_cli(corpus, cas, tmp_path / "dry", "--set", "temperature=0.5", "--dry-run")
     assert "all: the request changed since recording: temperature: recorded 0.0, requested 0.5" in dry.output, dry.output
 
@@ -215,6 +218,21 @@ def test_every_json_a_run_writes_is_strict_even_when_a_pipeline_returns_nan(reco
     assert "rate" in next(o.message for o in result.outcomes if o.member == "m1")
     assert (out / "summary.json").is_file() and (tmp_path / "runs" / "index.jsonl").is_file()
     assert strict_folder(tmp_path / "runs") >= 8
+
+
+def test_history_of_an_old_run_with_nan_records_null(recorded, tmp_path):
+    """A score.json written before NaN was refused: its history line holds null, never NaN."""
+    corpus, cas = recorded
+    out = tmp_path / "runs" / "old"
+    replay_api(corpus, cas, out)
+    score = out / "memos" / "m0" / "g" / "score.json"
+    data = json.loads(score.read_text())
+    data["score"], data["metrics"]["precision"] = float("nan"), float("inf")
+    score.write_text(json.dumps(data))  # as Python's json wrote it then
+    append_history(out)
+    lines = [strict(line) for line in (tmp_path / "runs" / "index.jsonl").read_text().splitlines()]
+    m0 = next(line for line in lines if line["member"] == "m0")
+    assert m0["score"] is None and m0["metrics"]["precision"] is None
 
 
 def test_the_one_writer_refuses_nan_naming_file_and_key_path(tmp_path):
