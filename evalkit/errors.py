@@ -51,6 +51,11 @@ class LimitExceeded(CorpusError):
     the file and the limit, and how to raise it."""
 
 
+class NonFinite(CorpusError):
+    """A NaN or Infinity on its way into a JSON file (JSON has neither; strict parsers refuse them):
+    refused, naming the file and the key path, before anything is written (`evalkit.jsonio`)."""
+
+
 class InvalidCorpus(CorpusError):
     """Several problems found at once (by `evalkit validate` or strict loading)."""
 

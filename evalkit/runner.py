@@ -391,6 +391,7 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
     the_plan = plan(resolved, requests, prices, require_prices=budgeted, judge=judge_resolved,
                     strict_replay=opts.strict_replay, batch=opts.batch)
     uncovered = {(b.label, key) for b in the_plan.backends for key in b.not_covered}
+    why_uncovered = {(b.label, key): why for b in the_plan.backends for key, why in b.not_covered_why.items()}
     if opts.dry_run:
         return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), plan=the_plan, strict=opts.strict)
     if not cleared:  # nothing passed the gate: construct no backend at all
@@ -416,7 +417,8 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
         for b, r in zip(backends, resolved):
             if (b.label, m.key) in uncovered:  # the cassette has no recording of it: not scored, not an error
                 outcomes.append(Outcome(m.task.id, m.id, b.label, NOT_COVERED, cause=NOT_COVERED,
-                                        message=f"no recording of this request in {r.cassette}"))
+                                        message=f"no recording of this request in {r.cassette}"
+                                        + (f": {w}" if (w := why_uncovered.get((b.label, m.key))) else "")))
                 continue
             homes.append(Home.of(run_dir, m, b.label))
             if resuming and _reusable(homes[-1].dir, request, b.spec):

@@ -24,6 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
+from ..jsonio import encode
+
 Classification = Literal["http_error", "truncation", "malformed"]
 ROTATE_BYTES = 20 * 1024 * 1024
 
@@ -71,7 +73,7 @@ class FailureLog:
         self.path.touch()
 
     def write(self, failure: Failure) -> None:
-        line = (json.dumps(failure.to_json(), ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
+        line = (encode(failure.to_json(), self.path, sort_keys=True) + "\n").encode("utf-8")
         try:
             size = self.path.stat().st_size
         except FileNotFoundError:

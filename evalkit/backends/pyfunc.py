@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import UsageError
+from ..jsonio import nonfinite_path
 from ..redact import scrub_answer
 from .base import BackendContext, Completion, Request
 from .parse import parse_record
@@ -142,6 +143,9 @@ class PythonBackend:
                 result.latency_s = latency
             result.model = result.model or self.model
             return result
+        if isinstance(result, dict) and (at := nonfinite_path(result)) is not None:  # JSON has no NaN
+            return Completion(record=None, parse="error", model=self.model, latency_s=latency,
+                              error=f"{self.spec} returned NaN or Infinity at {at}; use None for an unknown value")
         if isinstance(result, dict):
             return Completion(record=result, raw=json.dumps(result, ensure_ascii=False, default=str), parse="clean",
                               model=self.model, latency_s=latency)
