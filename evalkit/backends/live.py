@@ -324,6 +324,7 @@ class LiveBackend:
         A body that is not an answer is retried like a 5xx (`max_retries`, the SDKs' backoff); the whole call,
         retries included, ends at `limits.READ_DEADLINE_S`."""
         seconds = READ_DEADLINE_S.value()
+        self.client()  # made (the SDK imported) before the deadline starts
         try:
             async with asyncio.timeout(seconds):
                 for retry in range(self.max_retries + 1):
