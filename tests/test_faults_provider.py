@@ -200,3 +200,33 @@ def test_broken_json_text_in_a_valid_answer_is_still_the_models_malformed_output
     assert server.count == 1  # an answer: not retried
     extraction = read_json(opts.out / "memos" / "m0" / "live" / "extraction.json")
     assert extraction["run"]["parse"] == "malformed" and extraction["raw"] == broken
+
+
+def call_once(spec: str):
+    """One extraction call of `spec`'s backend, through the pool, as a run makes it."""
+    from evalkit.backends.resolve import build_backends
+    from evalkit.pool import Job, run_jobs
+    from servers.fixtures import req
+
+    return run_jobs([Job(build_backends(specs(spec))[0], req(user="Account ACC-000 pays a rate of 0.5."))])[0]
+
+
+@pytest.mark.parametrize("fault", ["html_200"])
+def test_a_body_that_is_no_answer_is_retried_and_the_retry_s_answer_is_taken(fault, provider):
+    name, server, spec = provider
+    server.script.append(FAULTS[fault][0](name))  # once: the retry gets an answer
+    c = call_once(spec)
+    assert c.error is None and c.parse == "clean" and server.count == 2
+
+
+@pytest.mark.parametrize("fault", ["none"])
+def test_the_backend_timeout_bounds_the_whole_response_not_only_idle_time(fault, provider):
+    """`timeout=1`, bytes arriving every 0.1 s (never idle for 1 s): the request ends at 1 s, body included."""
+    name, server, spec = provider
+    server.fault = {"raw": answer_body(name, PERFECT), "trickle": 0.1}
+    started = time.perf_counter()
+    c = call_once(spec.replace("timeout=30,max_retries=1", "timeout=1,max_retries=0"))
+    elapsed = time.perf_counter() - started
+    assert c.parse == "error" and c.error.startswith("APITimeoutError"), c.error
+    assert "within 1 s of the request, body included (the backend's timeout=1)" in c.error
+    assert elapsed < 3, elapsed

@@ -236,9 +236,8 @@ def connection_error(e: BaseException) -> Attempt:
     deadline, too_large, _ = _bound_types()
     if isinstance(cause, too_large):
         return Attempt(error=str(cause), raw_body=str(cause))
-    detail = f"{type(e).__name__}: {e}"
-    if isinstance(cause, deadline):
-        detail += f" ({cause})"
+    # the bound first: the one-line error keeps it (the SDK's own message can be long)
+    detail = f"{type(e).__name__}: {cause} ({e})" if isinstance(cause, deadline) else f"{type(e).__name__}: {e}"
     return Attempt(error=detail, raw_body=detail)
 
 
