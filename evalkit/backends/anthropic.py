@@ -22,7 +22,7 @@ directly (no profile or credentials-file discovery). The base URL can be
 changed only through the SDK's own ``ANTHROPIC_BASE_URL`` (tests point it at a
 local server). Options: ``model`` (default ``claude-sonnet-5-5``, the newest Sonnet the installed SDK lists,
 priced in `evalkit.pricing.DEFAULT_PRICES`), ``timeout``
-(seconds per attempt, default 120), ``max_retries`` (the SDK's retries on
+(seconds per attempt, its whole body included, default 120), ``max_retries`` (the SDK's retries on
 429/5xx/timeouts, honouring ``retry-after``; default 4), ``send_temperature``, ``cache``.
 """
 

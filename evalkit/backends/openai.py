@@ -14,7 +14,7 @@ Options: ``url`` (the server's ``/v1`` base URL; default: the SDK's, i.e.
 socket at PATH, such as a local llama.cpp or mlx server: the SDK's own HTTP client is
 given an httpx transport on that socket; the base URL is then ``url`` or
 ``http://localhost/v1``, whose host only fills the Host header), ``model`` (default ``default``),
-``schema_mode``, ``timeout`` (seconds per attempt, default 120),
+``schema_mode``, ``timeout`` (seconds per attempt, its whole body included, default 120),
 ``max_retries`` (the SDK's own retries on 408/409/429/5xx/timeouts, honouring
 ``retry-after``; default 4), ``strict`` (json_schema strict flag, default false),
 ``merge_system`` (send the system prompt at the top of the user message, for chat
