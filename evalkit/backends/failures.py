@@ -5,10 +5,14 @@ is created, empty, as soon as a cassette is opened for recording, and never in
 replay. One JSON object per line, per failed provider call::
 
     {"ts_ms": 1767000000000, "model": "...", "call_type": "extract", "member": "task/member",
-     "classification": "http_error" | "truncation" | "malformed",
+     "classification": "http_error" | "not_an_answer" | "truncation" | "malformed",
      "raw_body": "<the complete response body or error text>", "finish_reason": "...",
      "completion_tokens": 123, "max_tokens": 1024}
 
+``http_error``: an HTTP error, a timeout, a dropped connection or an answer past its size limit;
+``not_an_answer``: a 2xx response whose body is not an answer of the protocol (an HTML page, an
+empty or cut-off body, an event stream, JSON of another shape); ``truncation``: an answer cut off at
+its token budget; ``malformed``: an answer whose text holds no JSON object (the model's own output).
 ``raw_body`` is never shortened. When the file would pass 20 MB it is renamed to
 ``<cassette>.failures.N.jsonl`` (N = 1, 2, ...) and a fresh one is started.
 Only what came back from the provider is written, after the secret scrubber
@@ -26,7 +30,7 @@ from typing import Literal
 
 from ..jsonio import encode
 
-Classification = Literal["http_error", "truncation", "malformed"]
+Classification = Literal["http_error", "not_an_answer", "truncation", "malformed"]
 ROTATE_BYTES = 20 * 1024 * 1024
 
 
