@@ -138,17 +138,21 @@ async def _awaited(awaitable: Any) -> Any:
     return await awaitable
 
 
-def watch_parent(parent: int) -> None:
-    """Leave at once when the parent is gone (killed outright), even in the middle of a call."""
+def watch_parent(parent: int, home: str) -> None:
+    """Leave at once when the parent is gone (killed outright), even in the middle of a call, taking the
+    working folder it made for this process along (no one else is left to remove it)."""
     while os.getppid() == parent:
         time.sleep(PARENT_POLL_S)
+    import shutil
+
+    shutil.rmtree(home, ignore_errors=True)
     os._exit(1)
 
 
 def main(argv: list[str]) -> None:
     target, project, memory, limit = argv[0], argv[1], int(argv[2]), int(argv[3])
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=watch_parent, args=(os.getppid(),), daemon=True).start()
+    threading.Thread(target=watch_parent, args=(os.getppid(), os.getcwd()), daemon=True).start()
     requests, answers = os.fdopen(os.dup(0), "rb"), os.fdopen(os.dup(1), "wb")
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)  # the pipeline reading stdin must not read the requests
