@@ -101,7 +101,7 @@ def test_a_python_pipeline_s_answer_and_exception_are_scrubbed(tmp_path, monkeyp
         "    key = os.environ['OPENAI_API_KEY']\n"
         "    return Completion(record={'comment': key}, raw='{\"comment\": \"' + key + '\"}', model=key)\n")
     # The error message is cut to one line of 300 characters: the key starts just before the cut.
-    monkeypatch.setenv("PAD", str(285 - len(f"python:{pipe}:fails raised RuntimeError: provider said: ")))
+    monkeypatch.setenv("PAD", str(285 - len(f"python:{pipe}:fails on demo/m1 raised RuntimeError: provider said: ")))
     failed = asyncio.run(PythonBackend("p", f"{pipe}:fails").complete(req()))
     assert failed.error and len(failed.error) <= 300 and "PLANTED" not in failed.error, failed.error
     answered = asyncio.run(PythonBackend("p", f"{pipe}:answers").complete(req()))
