@@ -17,17 +17,6 @@ A failure is never a number. Every member × backend of a run ends in one status
 
 The cause of an error (one word, for filtering; the message says the rest):
 
-=============  ===========================================================
-``provider_error``      the provider answered with an error after its retries
-``timeout``             the provider did not answer in time (after its retries)
-``pipeline_exception``  a ``python:`` pipeline raised
-``budget_stop``         ``--max-usd`` was reached before the call started
-``missing_prediction``  ``predictions:dir`` holds no file for the member
-``limit_exceeded``      the answer (a prediction file, say) is larger or deeper than its bound (`evalkit.limits`)
-``scoring_crash``       the scorer raised
-``notebook_failed``     the member's extract or score notebook could not be executed
-=====================  ===========================================================
-=======
 ===========================  ===================================================================================
 ``provider_error``           the provider answered with an error after its retries
 ``timeout``                  the provider did not answer in time (after its retries), or a ``python:`` pipeline

@@ -77,21 +77,24 @@ def encode(message: dict[str, Any], limit: int) -> bytes:
     try:
         payload = json.dumps(message, ensure_ascii=False, allow_nan=False).encode("utf-8", "surrogatepass")
     except (TypeError, ValueError, RecursionError) as e:
-        return _invalid(_why_not_json(e))
+        return _invalid(_why_not_json(e, message))
     if len(payload) > limit:
         return _invalid(f"returned an answer of {len(payload)} bytes, over the answer_bytes limit of {limit} bytes "
                         "(raise it with EVALKIT_LIMIT_ANSWER_BYTES)")
     return payload
 
 
-def _why_not_json(e: BaseException) -> str:
+def _why_not_json(e: BaseException, message: dict[str, Any]) -> str:
     text = str(e)
     if isinstance(e, RecursionError):
         text = "it nests too deep (or holds itself)"
     elif "Circular reference" in text:
         text = "it holds itself (a circular reference)"
     elif "Out of range float" in text:
-        text = "it holds NaN or infinity"
+        from ..jsonio import nonfinite_path  # only on this path: the child starts light
+
+        at = nonfinite_path(message.get("value"))
+        text = f"it holds NaN or infinity{f' at {at}' if at else ''} (use None for an unknown value)"
     return f"returned a value that is not JSON: {text}"
 
 
