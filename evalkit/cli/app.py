@@ -12,7 +12,7 @@ import threading
 import click
 
 from .. import __version__
-from ..errors import EvalkitError
+from ..errors import EvalkitError, UsageError
 
 # Commands whose run folder a re-run completes (a check or band sweep starts over).
 RESUMABLE = ("run", "score", "compare", "sweep")
@@ -49,6 +49,8 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except EvalkitError as e:
             fail(e)
+        except (FileExistsError, NotADirectoryError, IsADirectoryError) as e:  # a path naming the wrong thing
+            fail(UsageError(f"{e.filename}: {e.strerror.lower()}: a file stands where a folder is needed, or the reverse"))
         except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: the run has stopped its workers already
             _stopped(e, ctx.meta.get("evalkit.args", []))
 
