@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .resources import NOTEBOOKS_DIR
-from .runfolder import COMPARE, DIFF, EXTRACT_NB, REPORT, SCORE_NB, page
+from .runfolder import COMPARE, DIFF, EXTRACT_NB, EXTRACTION, PAIRWISE, REPORT, SCORE, SCORE_NB, page
 
 __all__ = ["Page", "PAGES", "MEMBER", "TASK", "RUN", "at", "named", "markdown"]
 
@@ -47,14 +47,14 @@ _MEMBER_PARAMS = ("task", "member", "backend", "corpus", "sources", "out")
 
 PAGES: tuple[Page, ...] = (
     Page(EXTRACT_NB, MEMBER, "extraction", _MEMBER_PARAMS, "evalkit run",
-         "the member's document and task; the backend's extraction.json"),
+         f"the member's document and task; the backend's {EXTRACTION}"),
     Page(SCORE_NB, MEMBER, "score", (*_MEMBER_PARAMS, "threshold", "reference"), "evalkit run",
-         "the member's truth.yaml and extraction.json (or --reference's); writes score.json"),
+         f"the member's truth.yaml and {EXTRACTION} (or --reference's); writes {SCORE}"),
     Page(REPORT, TASK, "task report", ("run_dir", "task"), "evalkit run",
-         "every score.json of the task"),
+         f"every {SCORE} of the task"),
     Page(COMPARE, TASK, "backend comparison", ("run_dir", "task", "backends", "judge_mode"), "evalkit compare",
-         "every score.json of the task, two backends or more; pairwise.json with --judge-mode pairwise"),
-    Page(DIFF, RUN, "diff", ("run_a", "run_b"), "evalkit diff", "the score.json files of two runs"),
+         f"every {SCORE} of the task, two backends or more; {PAIRWISE} with --judge-mode pairwise"),
+    Page(DIFF, RUN, "diff", ("run_a", "run_b"), "evalkit diff", f"the {SCORE} files of two runs"),
 )
 
 
