@@ -80,6 +80,13 @@ class BackendError(EvalkitError):
     exit_code = EXIT_BACKEND
 
 
+class MissingKey(BackendError):
+    """A live backend's API key variable is not set: a fix on the command line (exit 2), found before any
+    member runs (`evalkit.backends.resolve.missing_keys`), not a provider failure."""
+
+    exit_code = EXIT_USAGE
+
+
 class CassetteError(EvalkitError):
     exit_code = EXIT_CASSETTE
 

@@ -97,6 +97,33 @@ class RunOptions:
     in_sweep: bool = False  # set by a sweep for each member: no lock or resume marker of its own (the sweep's cover it)
 
 
+def run_options(*, corpus: str | Path | None = None, backends=(), sources: str | Path | None = None, tasks=(),
+                only=(), out: str | Path | None = None, workers: int | None = None, update_board: bool = False,
+                board: str | Path | None = None, record=(), **given: Any) -> RunOptions:
+    """The one way to `RunOptions` from a caller's values, the command line's and `evalkit.run`'s alike (so both
+    write the same files): backends parsed, defaults filled in (the bundled corpus, ``$EVALKIT_SOURCES``, every
+    core), empty selections as None, the scoreboard to write (`update_board`, default ``<corpus>/scoreboard.json``)
+    and the history every run appends to (``runs/index.jsonl``). A live backend without its API key stops here,
+    before any member runs (`MissingKey`, exit 2); a dry run shows it among its plan's guards instead."""
+    from .backends.resolve import missing_keys
+    from .corpus import DEFAULT_CORPUS, sources_dir
+    from .scoreboard import board_path
+
+    corpus = Path(corpus or DEFAULT_CORPUS)
+    specs = [b if isinstance(b, BackendSpec) else BackendSpec.parse(b) for b in backends]
+    if not given.get("dry_run"):
+        missing_keys(specs)
+    if out is not None and (file := next((p for p in (Path(out), *Path(out).parents) if p.is_file()), None)):
+        raise UsageError(f"--out {out}: {file} is a file, not a folder: name a run folder (new, or one to add to)")
+    opts = RunOptions(corpus=corpus, backends=specs, sources=sources_dir(sources), tasks=list(tasks or ()) or None,
+                      only=list(only or ()) or None, out=Path(out) if out is not None else None,
+                      board=Path(board or board_path(corpus)) if update_board else None, record=list(record or ()),
+                      history=True, **given)
+    if workers:
+        opts.workers = workers
+    return opts
+
+
 @dataclass
 class Outcome:
     """One member × backend at the end of a run."""

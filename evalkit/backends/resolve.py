@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..errors import BackendError, CassetteCorrupt, CassetteError, CassetteMiss, EvalkitError, UsageError
+from ..errors import CassetteCorrupt, CassetteError, CassetteMiss, EvalkitError, MissingKey, UsageError
 from ..pricing import PRICES_ENV, PriceTable, default_table, estimate_tokens, request_chars
 from ..sources import sha256_file
 from .base import Backend, BackendContext, Request
@@ -50,7 +50,7 @@ class Guard:
     @property
     def error(self) -> type[EvalkitError]:
         return {"corrupt_cassette": CassetteCorrupt, "missing_cassette": CassetteError,
-                "duplicate_cassette": CassetteError, "missing_api_key": BackendError,
+                "duplicate_cassette": CassetteError, "missing_api_key": MissingKey,
                 "cassette_miss": CassetteMiss, "unpriced_model": UsageError}.get(self.kind, UsageError)
 
 
@@ -106,6 +106,29 @@ def _key_guard(r: Resolved, env: Mapping[str, str]) -> None:
     missing = r.provider.missing_key(r.spec, env) if r.mode in ("live", "record") else None
     if missing:
         r.guards.append(Guard("missing_api_key", r.label, missing))
+
+
+KEY_FIX = "export it, or replay a recording instead (--backend NAME=cassette:path=P)"
+
+
+def missing_keys(specs: Sequence[BackendSpec], env: Mapping[str, str] | None = None) -> None:
+    """Raise `MissingKey` (exit 2), one line per backend, when a live backend's API key is not set: the
+    missing-key guard of `resolve_backends` alone (no cassette read), checked when a command's options are
+    built, so a sweep stops before its first member instead of failing every member. A replay
+    (``EVALKIT_REPLAY_LLM``) needs no key; an unknown kind is left to `resolve_backends` to name."""
+    env = os.environ if env is None else env
+    if (env_cassette(env) or ("",))[0] == "replay":
+        return
+    missing = []
+    for spec in specs:
+        try:
+            prov = provider(spec.kind)
+        except UsageError:
+            continue
+        if prov.live and (why := prov.missing_key(spec, env)):
+            missing.append(f"{why}: {KEY_FIX}")
+    if missing:
+        raise MissingKey("\n".join(missing))
 
 
 def _same_file(a: Path, b: Path) -> bool:

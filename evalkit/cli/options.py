@@ -151,25 +151,14 @@ JUDGE_OPTIONS = apply(
 )
 
 
-def run_options(*, corpus: Path | None, sources: Path | None, tasks=(), only=(), backends=(), workers=None,
-                update_board: bool = False, board: Path | None = None, **given: Any):
-    """The `RunOptions` of a command's parsed values: defaults filled in, empty selections as None, the
-    scoreboard to write (``--update-scoreboard [--board]``), and the history that every command's run appends to."""
-    from ..corpus import DEFAULT_CORPUS, sources_dir
-    from ..runner import RunOptions
-    from ..scoreboard import board_path
+def run_options(**given: Any):
+    """The `RunOptions` of a command's parsed values (`runner.run_options`, which `evalkit.run` calls too): the
+    scope options' click names (``--set``, ``--seed``) mapped to their fields."""
+    from ..runner import run_options as build
 
-    corpus = Path(corpus or DEFAULT_CORPUS)
-    if "record" in given:
-        given["record"] = list(given["record"])
     if "set_" in given:  # SCOPE_OPTIONS
         from ..models import parse_settings
 
         given["settings"] = parse_settings(given.pop("set_"))
         given["seed"] = given.pop("sample_seed")
-    opts = RunOptions(corpus=corpus, sources=sources_dir(sources), tasks=list(tasks) or None, only=list(only) or None,
-                      backends=list(backends), board=(board or board_path(corpus)) if update_board else None,
-                      history=True, **given)
-    if workers:
-        opts.workers = workers
-    return opts
+    return build(**given)
