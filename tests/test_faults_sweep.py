@@ -133,3 +133,34 @@ def test_a_sigkilled_sweep_leaves_no_worker_and_its_resumption_pays_for_no_answe
     paid = [t["paid_before"] for t in trials]
     print(json.dumps({"paid_before_resume": paid, "gone_s_max": round(max(t["gone_s"] for t in trials), 2)}))
     assert any(0 < n < MEMBERS for n in paid)  # kills did land between answers, where paying twice could happen
+
+
+def test_a_member_run_again_reuses_its_paid_answer_and_nothing_else(tmp_path):
+    """What a resumed sweep's worker does (`sweep._member_job`): the live backend's extraction.json is kept and
+    reused (no second call); a free backend's (fake: it answers from the truth, which may have changed) and every
+    other file of the earlier run are not; without `reuse` (a recorded member under --force) the call is made."""
+    from corpus_factory import specs
+    from evalkit.runner import RunOptions
+    from evalkit.sweep import _member_job
+
+    corpus = make_corpus(tmp_path, members=1)
+    out = runfolder.sweep_member_dir(tmp_path / "sw", "memos", "m0")
+    with OpenAIFake(answer=answer) as server:
+        opts = RunOptions(corpus=corpus, backends=specs(f"live=openai:url={server.url}/v1,model=tiny,max_retries=0",
+                                                        "free=fake"),
+                          tasks=["memos"], only=["m0"], out=out, workers=1, notebooks=False, in_sweep=True)
+        first = _member_job(opts, True)
+        live, free = (runfolder.member_dir(out, "memos", "m0", label) for label in ("live", "free"))
+        stale = out / "memos" / "m0" / "live" / ".extraction.json.partial"
+        stale.write_text("left by a killed writer")
+        for home in (live, free):  # marked, to tell a kept file from a new one
+            json_file = home / runfolder.EXTRACTION
+            json_file.write_text(json.dumps({**json.loads(json_file.read_text()), "kept": True}))
+        again = _member_job(opts, True)
+        assert server.count == 1  # the answer on disk was reused, not bought again
+        assert [json.loads((home / runfolder.EXTRACTION).read_text()).get("kept") for home in (live, free)] == \
+            [True, None]
+        assert not stale.exists()
+        assert again == first and [o["status"] for o in first["outcomes"]] == ["scored", "scored"]
+        _member_job(opts, False)
+        assert server.count == 2
