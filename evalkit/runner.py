@@ -94,7 +94,8 @@ class RunOptions:
     batch: bool = False  # run only: --batch, provider batch APIs for the uncached calls (evalkit.backends.batch)
     scheduler: str | None = None  # --scheduler local[:N]|tcp://HOST:PORT: Dask runs the work (evalkit.scheduler)
     shared: str | None = None  # set by a sweep under --scheduler: the name of the call limit and budget its members share
-    in_sweep: bool = False  # set by a sweep for each member: no lock or resume marker of its own (the sweep's cover it)
+    in_sweep: bool = False  # set by a sweep for each member: no lock or resume marker of its own (the sweep's cover
+    # it); it reuses the extractions its sweep kept in its folder (`sweep._clear`)
 
 
 def run_options(*, corpus: str | Path | None = None, backends=(), sources: str | Path | None = None, tasks=(),
@@ -431,8 +432,8 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
         from .scheduler import connect
 
         cluster = held.enter_context(connect(opts.scheduler))
-    resuming = False
-    if not opts.in_sweep:  # a sweep holds its members' folders, and runs a member that did not finish afresh
+    resuming = opts.in_sweep  # a sweep member reuses the paid answers its sweep kept (`sweep._clear`)
+    if not opts.in_sweep:  # a sweep holds its members' folders
         held.enter_context(hold(run_dir))
         resuming = runfolder.is_unfinished(run_dir)
         runfolder.mark_unfinished(run_dir, datetime.now(timezone.utc).isoformat(timespec="seconds"))
