@@ -68,9 +68,11 @@ def sweep_cmd(backends, **given):
 @click.option("--resamples", type=click.IntRange(100), default=2000, show_default=True)
 @click.option("--confidence", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True)
 @click.option("--allow-failures", is_flag=True, help="Write the band even if a sweep had refused/failed members.")
+@click.option("--allow-predictions", is_flag=True,
+              help="Accept predictions: sweeps (answers read from files) as samples of the baseline (refused by default).")
 @SWEEP_OPTIONS
 def band_cmd(n_sweeps, backend, sweep_backends, from_runs, label, band_out, runs_dir, readme, seed, resamples,
-             confidence, allow_failures, **given):
+             confidence, allow_failures, allow_predictions, **given):
     """Measure the noise band from N ≥ 2 baseline sweeps; write band.json and print its table.
 
     Give exactly one of: --backend NAME=SPEC with --sweeps N (live, N runs), --sweep-backend
@@ -91,7 +93,7 @@ def band_cmd(n_sweeps, backend, sweep_backends, from_runs, label, band_out, runs
     done = measure(
         run_options(**given), specs=specs, from_runs=from_runs, runs_dir=runs_dir, out=band_out, label=label,
         readme=readme, seed=SEED if seed is None else seed, resamples=resamples, confidence=confidence,
-        allow_failures=allow_failures,
+        allow_failures=allow_failures, allow_predictions=allow_predictions,
         on_sweep=lambda i, n, spec, folder: click.echo(f"Sweep {i}/{n}: {spec.redacted()} → {folder}"),
         on_swept=print_summary)
     click.echo(done.markdown, nl=False)
