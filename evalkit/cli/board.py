@@ -230,3 +230,38 @@ def publish_cmd(member, corpus, sources, board, labels):
                                   backends=list(labels) or None):
         click.echo(f"published {task}/{m} [{label}] → {target}")
     sys.exit(EXIT_OK)
+
+
+@main.command("plan")
+@click.option("--task", required=True, help="The task the comparison is on.")
+@click.option("--band", "band_file", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
+              help="Size from band.json's member_sd (default: <corpus>/band.json when --pilot is not given).")
+@click.option("--pilot", type=click.Path(path_type=Path, file_okay=False, exists=True), default=None,
+              help="Size from the per-member scores of this run or sweep folder.")
+@click.option("--label", default=None, help="The pilot's backend label when it holds several.")
+@click.option("--metric", default="score", show_default=True, help="The metric compared.")
+@click.option("--effect", type=click.FloatRange(0, min_open=True), default=None,
+              help="A target paired effect: also print the members needed to detect it.")
+@click.option("--alpha", type=click.FloatRange(0, 0.5, min_open=True), default=0.05, show_default=True,
+              help="Two-sided significance level.")
+@click.option("--power", type=click.FloatRange(0.5, 1, max_open=True), default=0.8, show_default=True)
+@click.option("--samples", type=click.IntRange(1), default=1, show_default=True,
+              help="Extractions per member (its figure is their mean).")
+@click.option("--rho", type=click.FloatRange(-1, 1), default=0.5, show_default=True,
+              help="With --pilot: the assumed correlation of a member's scores under the two configurations.")
+@click.option("--members", type=click.IntRange(2), default=None, help="Members of the comparison (default: the input's).")
+@CORPUS
+def plan_cmd(task, band_file, pilot, label, metric, effect, alpha, power, samples, rho, members, corpus):
+    """Power before a run: the minimum detectable paired effect (MDE) for the members, and the members needed
+    for --effect (docs/scoreboard.md: what is measured, what is assumed). Exit 0; 2 bad input; 3 no band file."""
+    from ..band import band_path, load_band
+    from ..power import pilot_samples, plan
+
+    if band_file and pilot:
+        raise UsageError("plan: give --band FILE or --pilot RUN, not both")
+    src = {"pilot": pilot_samples(pilot, task, metric, label)} if pilot else \
+        {"band": load_band(band_file or band_path(corpus), must_exist=True)}
+    p = plan(task, metric=metric, effect=effect, alpha=alpha, power=power, samples=samples, rho=rho, members=members,
+             **src)
+    click.echo("\n".join(p.lines()))
+    sys.exit(EXIT_OK)
