@@ -265,3 +265,30 @@ def plan_cmd(task, band_file, pilot, label, metric, effect, alpha, power, sample
              **src)
     click.echo("\n".join(p.lines()))
     sys.exit(EXIT_OK)
+
+
+@main.command("judge-audit")
+@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option("--export", "export", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write the candidates the judge decided (.csv, else JSONL) with an empty human column to fill in.")
+@click.option("--labels", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="A filled-in labels file: agreement, κ, error rates and corrected judged F1.")
+@click.option("--seed", type=int, default=None, help="Bootstrap seed (default: fixed).")
+def judge_audit_cmd(run_dir, export, labels, seed):
+    """The judge against people (docs/judging.md). Exit 0; 2 neither/both options or labels of another
+    judgment; 3 an unreadable labels file."""
+    from ..judgeaudit import audit, candidates, read_labels, write_labels
+    from ..stats import SEED
+
+    if bool(export) == bool(labels):
+        raise UsageError("judge-audit: give --export FILE (to label) or --labels FILE (labelled), not both")
+    if export:
+        rows = candidates(run_dir)
+        write_labels(export, rows)
+        accepted = sum(r["judge"] == "accept" for r in rows)
+        click.echo(f"judge-audit: {len(rows)} candidate(s) ({accepted} accepted by the judge) → {export}; fill in "
+                   "the human column (accept/reject) and run with --labels")
+        sys.exit(EXIT_OK)
+    result = audit(run_dir, read_labels(labels), SEED if seed is None else seed)
+    click.echo("\n".join(result.lines()))
+    sys.exit(EXIT_OK)
