@@ -193,7 +193,7 @@ class Plan:
 
     def lines(self) -> list[str]:
         how = ", ".join(f"{k} {v}" for k, v in self.measured.items())
-        assumed = ", ".join(f"{k} {v}" for k, v in self.assumed.items()) or "nothing"
+        assumed = ", ".join(k if v is True else f"{k} {v}" for k, v in self.assumed.items()) or "nothing"
         out = [f"plan: {self.task} / {self.metric} — paired design, members the unit, two-sided α = {self.alpha}, "
                f"power {self.power:.0%}",
                f"  measured ({self.source}): {how}",
