@@ -6,7 +6,8 @@ value, one outcome (docs/corpus-format.md, "Evidence"):
 
 - ``grounded``: the quote is in the document and the value is derivable from it under the field's kind
   (its text, normalized as the kind normalizes, occurs in the quote; a number, date or duration the quote
-  states equals it; or, with ``derive: sum``, the quote's numbers add up to it);
+  states equals it; or, with ``derive: sum``, the quote's amounts — its numbers less its percentages — add
+  up to it);
 - ``right_value_wrong_evidence``: the value is right, the quote is in the document but does not bear it;
 - ``evidence_does_not_support``: the quote is in the document, the value is wrong and not derivable from it;
 - ``evidence_not_found``: the quote is not in the document, whitespace runs and case aside;
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .gate import is_missing
-from .normalize import id_key, numbers_close, parse_date, parse_duration, parse_number
+from .normalize import document_keys, id_key, numbers_close, parse_date, parse_duration, parse_number
 from .text import normalize
 
 OUTCOMES = ("grounded", "right_value_wrong_evidence", "evidence_does_not_support", "evidence_not_found",
@@ -33,7 +34,6 @@ OUTCOMES = ("grounded", "right_value_wrong_evidence", "evidence_does_not_support
 KINDS = ("id", "enum", "text", "exact_text", "number", "date", "duration")  # scalar kinds a quote can bear
 MAX_WINDOW = 5  # longest run of words read as one date or duration ("the 10th day of September, 2015")
 _NUMBER = re.compile(r"[$€£]?\s?\d[\d,]*(?:\.\d+)?(?:\s?(?:%|percent))?")
-_TOKEN = re.compile(r"[^\W_]+")
 
 
 @dataclass(frozen=True)
@@ -96,13 +96,17 @@ def _windows(quote: str) -> Iterator[str]:
                 yield " ".join(words[i:i + n]).strip(".,;:()[]\"'“”‘’")
 
 
-def _numbers(quote: str) -> list[float]:
-    return [n for m in _NUMBER.finditer(quote) if (n := parse_number(m[0].replace(" ", ""))) is not None]
+def _numbers(quote: str, amounts: bool = False) -> list[float]:
+    """The numbers a quote states (`20%` as 0.2); with `amounts`, its percentages left out (a rate is not an
+    addend of a total)."""
+    found = (m[0].replace(" ", "") for m in _NUMBER.finditer(quote))
+    return [n for t in found if not (amounts and t.endswith(("%", "percent"))) and (n := parse_number(t)) is not None]
 
 
 def _token_run(text: str, value: Any) -> bool:
-    """The value's id key (case folded, separators dropped) is a run of whole tokens of the text."""
-    keys, want = [id_key(t) for t in _TOKEN.findall(text)], id_key(value)
+    """The value's id key (case folded, separators dropped) is a run of whole tokens of the text (a token as
+    the invention rule reads it: `INV-2026-014` is one, so `INV-2026` is a fragment)."""
+    keys, want = document_keys(text), id_key(value)
     for i in range(len(keys)):
         run = ""
         for k in keys[i:]:
@@ -129,7 +133,8 @@ def bears(kind: str, value: Any, quote: str, tolerance: float = 0.0, derive: str
             return False
         if any(numbers_close(v, n, tolerance) for n in found):
             return True
-        return derive == "sum" and len(found) > 1 and numbers_close(v, round(sum(found), 9), tolerance)
+        addends = _numbers(quote, amounts=True)
+        return derive == "sum" and len(addends) > 1 and numbers_close(v, round(sum(addends), 9), tolerance)
     if kind == "date":
         v = parse_date(value)
         return v is not None and any(parse_date(w) == v for w in _windows(quote))
