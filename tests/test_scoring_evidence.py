@@ -140,3 +140,47 @@ def test_per_field_evidence_without_the_task_flag():
 def test_evidence_specs_are_checked_at_load(spec, message):
     with pytest.raises(ValidationError, match=message):
         FieldsOptions.model_validate({"fields": {"f": spec}})
+
+
+# ---------------------------------------------------------------- the member page
+
+
+def test_member_page_highlights_each_quote_in_place_and_escapes_hostile_text(monkeypatch):
+    import IPython.display
+
+    from evalkit import views
+    from evalkit.views.member import quote_html
+
+    doc = 'Supplier: <script>alert("x")</script> Ltd\nTotal due: 648.00 & more'
+    fields = {"supplier": {"kind": "exact_text"}, "total": {"kind": "number"}}
+    opts = FieldsOptions.model_validate({"fields": fields, "evidence": True})
+    ctx = ScoreContext(task_id="t", member_id="m", source_text=doc, options=opts, threshold=0.9)
+    truth = FieldsTruth(record={"supplier": '<script>alert("x")</script> Ltd', "total": 648.0})
+    record = {**truth.record, "evidence": {"supplier": {"page": 1, "quote": '<script>alert("x")</script> Ltd'},
+                                          "total": {"page": 1, "quote": "<img src=x onerror=alert(1)>"}}}
+    res = score(record, truth, ctx)
+    assert outcomes(res) == {"supplier": "grounded", "total": "evidence_not_found"}
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda data, **kw: shown.append(data))
+    views.document(doc, res.to_json())
+    page = "\n".join(d["text/html"] for d in shown)
+    assert '<span class="ev-grounded" title="supplier: grounded">&lt;script&gt;alert("x")&lt;/script&gt; Ltd</span>' \
+        in page
+    assert "Total due: 648.00 &amp; more" in page  # the context after the quote, escaped
+    assert '<span class="ev-unlocated">&lt;img src=x onerror=alert(1)&gt;</span>' in page
+    assert "<script>" not in page and "<img" not in page
+    # the context is cut to EVIDENCE_CONTEXT characters either side, with an ellipsis
+    long = "x" * 200 + "QUOTE" + "y" * 200
+    html = quote_html(long, {"field": "f", "outcome": "grounded", "span": [200, 205]}, context=10)
+    assert html == '…xxxxxxxxxx<span class="ev-grounded" title="f: grounded">QUOTE</span>yyyyyyyyyy…'
+
+
+def test_member_page_shows_no_evidence_section_when_the_task_asks_none(monkeypatch):
+    import IPython.display
+
+    from evalkit import views
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda data, **kw: shown.append(data))
+    views.document("A1", {"items": [{"field": "x", "extracted": "A1", "outcome": "match"}], "details": {}})
+    assert not any("ev-" in d.get("text/html", "") or "asked for a quote" in d.get("text/html", "") for d in shown)

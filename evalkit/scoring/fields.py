@@ -512,7 +512,8 @@ def _table_metrics(tables: list[Any]) -> dict[str, float | int | None]:
     cells = prf.metrics("table_cell")
     if prf.f1 is None:  # no cell on either side: nothing was got wrong
         cells |= {"table_cell_precision": 1.0, "table_cell_recall": 1.0, "table_cell_f1": 1.0}
-    return cells | {"table_structure": math.fsum(t.structure for t in tables) / len(tables)}
+    shaped = [t for t in tables if t.pairs or t.missing or t.extra] or tables  # an empty table on both sides: no say
+    return cells | {"table_structure": math.fsum(t.structure for t in shaped) / len(shaped)}
 
 
 def _evidence(ctx: ScoreContext, opts: FieldsOptions, rows: list[dict], record: dict) -> list[dict] | None:
@@ -652,7 +653,8 @@ METRICS = (
     Metric("table_cell_fn", "truth table cells not extracted equal (a mismatch, a null, or a cell of an unaligned "
            "truth row)", _table_rows),
     Metric("table_structure", "GriTS-Top (Smock et al., 2022) of the span-free grids: 2·min(rows)·|columns both "
-           "fill| / (rows·columns filled, truth + extraction), mean over table fields", _table_metrics),
+           "fill| / (rows·columns filled, truth + extraction), mean over the table fields with a row on either side",
+           _table_metrics),
     # Only for a task that asks for evidence (scoring/evidence.py), over fields with an extracted value:
     Metric("evidence_grounded_rate", "fields whose quote is in the document and bears the extracted value / "
            "fields with an extracted value that ask for evidence", _evidence),
