@@ -184,3 +184,10 @@ def test_member_page_shows_no_evidence_section_when_the_task_asks_none(monkeypat
     monkeypatch.setattr(IPython.display, "display", lambda data, **kw: shown.append(data))
     views.document("A1", {"items": [{"field": "x", "extracted": "A1", "outcome": "match"}], "details": {}})
     assert not any("ev-" in d.get("text/html", "") or "asked for a quote" in d.get("text/html", "") for d in shown)
+
+
+def test_pasting_the_whole_document_as_the_quote_grounds_nothing():
+    long_doc = DOC + "Terms and conditions apply to every order. " * 10  # over 500 characters
+    res = run(TRUTH, GOOD | {"total": {"page": 1, "quote": long_doc}}, doc=long_doc)  # in it, and bears 648.00
+    assert outcomes(res)["total"] == "no_evidence"
+    assert "over 500" in next(e for e in res.details["evidence"] if e["field"] == "total")["reason"]

@@ -11,7 +11,8 @@ value, one outcome (docs/corpus-format.md, "Evidence"):
 - ``right_value_wrong_evidence``: the value is right, the quote is in the document but does not bear it;
 - ``evidence_does_not_support``: the quote is in the document, the value is wrong and not derivable from it;
 - ``evidence_not_found``: the quote is not in the document, whitespace runs and case aside;
-- ``no_evidence``: the record gives no quote for the field.
+- ``no_evidence``: the record gives no quote for the field, or one over MAX_QUOTE_CHARS (pasting the whole
+  document would otherwise "ground" every value).
 
 Grounded is about the value and its quote, not the truth: a wrong value quoted from the document (last
 year's rate) is grounded and still a mismatch — evidence is reported beside value accuracy, never in the
@@ -32,6 +33,7 @@ from .text import normalize
 OUTCOMES = ("grounded", "right_value_wrong_evidence", "evidence_does_not_support", "evidence_not_found",
             "no_evidence")
 KINDS = ("id", "enum", "text", "exact_text", "number", "date", "duration")  # scalar kinds a quote can bear
+MAX_QUOTE_CHARS = 500  # a longer "quote" (a paragraph, the whole document) points at nothing: it is no evidence
 MAX_WINDOW = 5  # longest run of words read as one date or duration ("the 10th day of September, 2015")
 _NUMBER = re.compile(r"[$€£]?\s?\d[\d,]*(?:\.\d+)?(?:\s?(?:%|percent))?")
 
@@ -163,6 +165,9 @@ def judge(kind: str, value: Any, value_right: bool, entry: Any, document: str, t
     page, quote = quote_of(entry)
     if quote is None or is_missing(quote):
         return Evidence("no_evidence", "the record gives no quote for this field", page, quote)
+    if len(quote) > MAX_QUOTE_CHARS:
+        return Evidence("no_evidence", f"the quote is {len(quote)} characters long, over {MAX_QUOTE_CHARS}: a quote "
+                        "must point at the value, not hold the document", page, quote[:MAX_QUOTE_CHARS] + "…")
     span = locate(document, quote)
     if span is None:
         return Evidence("evidence_not_found", "the quote is not in the document (whitespace and case aside)",

@@ -8,6 +8,11 @@ score = Σ credit / Σ weight over the rows. Keys of the extraction that the
 spec does not name get no row (they would distort the `extra` count, which
 means "stated a value the document does not have"); they are listed in
 `details["unscored_fields"]`.
+
+A `table` field gives one row per cell, with `row` and `column` (scoring/tables.py), weighted so the table's
+credit is its cell F1 × weight. When the task asks for evidence, a field's row also carries its `evidence`
+outcome, and `details["evidence"]` one row per such field (scoring/evidence.py); the record's `evidence` key is
+then not an unscored field.
 """
 
 from __future__ import annotations
