@@ -25,6 +25,7 @@ from .band import band_path, load_band
 from .corpus import DEFAULT_CORPUS, HELDOUT, TUNED, heldout_keys
 from .jsonio import write_text
 from .runfolder import INDEX
+from .runspage import BOARD_DIR, is_runs_page
 from .scoreboard import board_path, iter_entries, load_board
 from .stats import SEED, as_number, sub_seed
 from .summary import figure
@@ -138,9 +139,10 @@ def _ci(ci: Any) -> str | None:
 
 
 def render_board_html(board: Mapping[str, Any], band: Mapping[str, Any] | None, changes: Changes | None,
-                      since: str | None, title: str = "evalkit scoreboard", heldout: frozenset[str] | set[str] = frozenset()
-                      ) -> str:
-    """The page; `heldout`: ``task/member`` of the held-out members, whose figures are shown apart."""
+                      since: str | None, title: str = "evalkit scoreboard", heldout: frozenset[str] | set[str] = frozenset(),
+                      links: list[tuple[str, str | None]] | None = None) -> str:
+    """The page; `heldout`: ``task/member`` of the held-out members, whose figures are shown apart; `links`:
+    the navigation bar's (`chrome.nav`)."""
     entries = list(iter_entries(board))
     tasks = sorted({t for t, *_ in entries})
     out = [f"<h1>{e(title)}</h1>",
@@ -200,7 +202,7 @@ def render_board_html(board: Mapping[str, Any], band: Mapping[str, Any] | None, 
                          _cell(run.get("latency_s"), "num"), _cell(run.get("replayed")), _cell(x.get("settings")),
                          _cell(run.get("run_id"))])
         out.append(_table(head, rows))
-    return chrome.document(title, "\n".join(out), chrome.nav([("scoreboard", None)]))
+    return chrome.document(title, "\n".join(out), chrome.nav([("scoreboard", None)], links or ()))
 
 
 def write_board_report(corpus: str | Path | None = None, out: str | Path | None = None) -> Path:
@@ -209,8 +211,10 @@ def write_board_report(corpus: str | Path | None = None, out: str | Path | None 
     board = load_board(path, must_exist=True)
     before, since = previous_board(path)
     changes = board_changes(before, board) if before is not None else None
+    out = Path(out) if out is not None else Path("runs") / BOARD_DIR / INDEX
+    runs = out.parent.parent / INDEX  # the default place: runs/scoreboard/, beside the runs page
+    links = [("all runs", chrome.href("..", INDEX))] if is_runs_page(runs) else []
     page = render_board_html(board, load_band(band_path(corpus)), changes, since,
-                             heldout=heldout_keys(corpus or DEFAULT_CORPUS))
-    out = Path(out) if out is not None else Path("runs") / "scoreboard" / INDEX
+                             heldout=heldout_keys(corpus or DEFAULT_CORPUS), links=links)
     write_text(out, page)
     return out

@@ -33,9 +33,11 @@ from .scoreboard import _selected, locked
 from .stats import mean
 from .status import ERROR, SCORED
 
-__all__ = ["RunRow", "group_runs", "runs_html", "runs_text", "write_runs_page", "refresh", "SHOWN"]
+__all__ = ["RunRow", "group_runs", "add_links", "runs_html", "runs_text", "write_runs_page", "refresh", "is_runs_page",
+           "SHOWN", "BOARD_DIR"]
 
 SHOWN = 500  # runs on the page; the rest are counted, not listed
+BOARD_DIR = "scoreboard"  # `evalkit report --scoreboard` writes <runs>/scoreboard/index.html by default
 MARK = "<!-- evalkit runs page -->"  # a page this module wrote: the only index.html it overwrites
 e = html.escape
 
@@ -125,8 +127,9 @@ def _means_html(row: RunRow) -> str:
     return f"<ul class=\"ek-means\">{''.join(items)}</ul>" if items else ""
 
 
-def runs_html(rows: list[RunRow], total: int, title: str = "evalkit runs") -> str:
-    """The page: `rows` (already cut to what is shown) out of `total` runs."""
+def runs_html(rows: list[RunRow], total: int, title: str = "evalkit runs",
+              links: list[tuple[str, str | None]] | None = None) -> str:
+    """The page: `rows` (already cut to what is shown) out of `total` runs; `links`: the navigation bar's."""
     out = [MARK, f"<h1>{e(title)}</h1>",
            f"<p>{total} run{'s' if total != 1 else ''} in the history (<code>{e(INDEX_NAME)}</code>), newest first"
            + (f"; the newest {len(rows)} are listed" if len(rows) < total else "") + ". A run's figures are its "
@@ -135,16 +138,15 @@ def runs_html(rows: list[RunRow], total: int, title: str = "evalkit runs") -> st
     head = ["run", "when (UTC)", "command", "tasks", "backends", "passed/N", "errors", "mean score", "pages"]
     body = []
     for r in rows:
-        links = " · ".join(f'<a href="{href}">{e(text)}</a>' for text, href in r.links) or '<span class="missing">—</span>'
+        pages = " · ".join(f'<a href="{href}">{e(text)}</a>' for text, href in r.links) or '<span class="missing">—</span>'
         err = f'<td class="num ERROR">{r.errors}</td>' if r.errors else '<td class="num">0</td>'
         body.append(f"<tr><td>{e(r.run_id)}</td><td class=\"nowrap\">{e(r.when[:19].replace('T', ' '))}</td>"
                     f"<td><code>{e(scrub(r.command or '', key_shaped=True)) or '—'}</code></td>"
                     f"<td>{e(', '.join(r.tasks))}</td><td>{e(', '.join(r.backends))}</td>"
-                    f"<td class=\"num\">{r.passed}/{r.members}</td>{err}<td>{_means_html(r)}</td><td>{links}</td></tr>")
+                    f"<td class=\"num\">{r.passed}/{r.members}</td>{err}<td>{_means_html(r)}</td><td>{pages}</td></tr>")
     out.append('<div class="ek-wide"><table><thead><tr>' + "".join(f"<th>{e(h)}</th>" for h in head)
                + "</tr></thead><tbody>" + "".join(body) + "</tbody></table></div>")
-    crumbs = [("runs", None)]
-    return chrome.document(title, "\n".join(out), chrome.nav(crumbs), extra_css=RUNS_CSS)
+    return chrome.document(title, "\n".join(out), chrome.nav([("runs", None)], links or ()), extra_css=RUNS_CSS)
 
 
 RUNS_CSS = "\nul.ek-means { margin: 0; padding-left: 1.1em; }\n"
@@ -178,11 +180,18 @@ def write_runs_page(runs_dir: str | Path, shown: int = SHOWN) -> tuple[Path, lis
         rows = group_runs(read_history(index))
         listed = rows[:shown]
         add_links(listed, runs_dir)
-        write_text(out, runs_html(listed, len(rows)))
+        links = [("scoreboard", chrome.href(BOARD_DIR, INDEX))] if (runs_dir / BOARD_DIR / INDEX).is_file() else []
+        write_text(out, runs_html(listed, len(rows), links=links))
     return out, rows, len(rows)
 
 
+def is_runs_page(path: Path) -> bool:
+    """Whether `path` is a runs page this module wrote."""
+    return path.is_file() and _ours(path)
+
+
 def _ours(path: Path) -> bool:
+    """Whether this module may write `path`: nothing there yet, or a runs page it wrote."""
     if not path.exists():
         return True
     try:
