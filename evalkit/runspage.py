@@ -84,12 +84,13 @@ def _row(run_id: str, outcomes: Mapping[tuple[str, str, str], Mapping[str, Any]]
                  tasks=sorted({t for t, _, _ in outcomes}), backends=sorted({b for _, _, b in outcomes}),
                  members=len(values), passed=sum(x.get("passed") is True for x in values),
                  errors=sum(x.get("status") == ERROR for x in values))
-    for task, backend in sorted({(t, b) for t, _, b in outcomes}):
-        scored = [x for (t, _, b), x in outcomes.items() if (t, b) == (task, backend) and x.get("status", SCORED) == SCORED]
-        sides = {side: [x.get("score") for x in scored if bool(x.get("heldout")) == held]
-                 for side, held in (("tuned", False), ("heldout", True))}
-        row.means[(task, backend)] = {side: (mean(v), sum(s is not None for s in v)) if v else None
-                                      for side, v in sides.items()}
+    scores: dict[tuple[str, str], dict[str, list[Any]]] = {}  # one pass: a sweep may hold thousands
+    for (task, _, backend), x in sorted(outcomes.items()):
+        sides = scores.setdefault((task, backend), {"tuned": [], "heldout": []})
+        if x.get("status", SCORED) == SCORED:
+            sides["heldout" if x.get("heldout") else "tuned"].append(x.get("score"))
+    row.means = {pair: {side: (mean(v), sum(s is not None for s in v)) if v else None for side, v in sides.items()}
+                 for pair, sides in scores.items()}
     return row
 
 
