@@ -5,7 +5,11 @@ Each line (compact JSON, sorted keys)::
     {"run_id": "20261130-101500-gemma", "time": "2026-11-30T10:15:00+00:00", "task": "deal-memos",
      "member": "clean-single-term", "backend": "gemma", "model": "gemma-3-270m", "status": "scored",
      "score": 0.93, "passed": true, "metrics": {...},
-     "cost": {"input_tokens": 812, "output_tokens": 95, "usd": 0.0004, "calls": 1}}
+     "cost": {"input_tokens": 812, "output_tokens": 95, "usd": 0.0004, "calls": 1},
+     "command": "evalkit run --backend gemma=...", "heldout": true}
+
+``command`` is run.json's (redacted when it was written: `redact.command`); ``heldout`` is present (true) only
+for a held-out member, whose figures the runs page (`evalkit.runspage`) shows apart.
 
 An errored member × backend (`evalkit.status`) has ``"status": "error"``, its ``cause`` and
 ``message``, and no score, verdict or metrics: it never enters a trend's mean.
@@ -73,6 +77,8 @@ def history_lines(run_result: Any) -> list[dict[str, Any]]:
                if failed is None else
                {"status": ERROR, "cause": failed.cause, "message": failed.message}),
             "cost": {k: run.get(k) for k in ("input_tokens", "output_tokens", "usd", "calls")},
+            "command": rj.get("command"),
+            **({"heldout": True} if f"{s.task}/{s.member}" in (rj.get("heldout") or ()) else {}),
         })
     return lines
 

@@ -325,6 +325,7 @@ class Recorded:
 def record(result: Any, opts: RunOptions) -> Recorded:
     """Append a run's (or sweep's) outcomes to the history and write its scored entries to the scoreboard,
     as ``opts.history`` and ``opts.board`` ask. A history that cannot be written never fails the run."""
+    from . import runspage
     from .history import append_history
     from .scoreboard import update_scoreboard
 
@@ -332,6 +333,7 @@ def record(result: Any, opts: RunOptions) -> Recorded:
     if opts.history:
         try:
             append_history(result)
+            runspage.refresh(result)  # runs/index.html: every run the history records, newest first
         except EvalkitError as e:
             rec.history_error = str(e)
     if opts.board is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -10,15 +11,16 @@ from click.testing import CliRunner
 
 from conftest import HOSTILE_IMG, HOSTILE_SCRIPT
 from evalkit import chrome
-from evalkit.boardpage import board_changes, previous_board
+from evalkit.boardpage import board_changes, previous_board, render_board_html, standings
 from evalkit.cli import main
 from test_render import inline, policy, sha256_source, tags
 
 
-def _entry(score: float, passed: bool) -> dict:
-    return {"metrics": {"score": score, "field_accuracy": score}, "passed": passed, "settings": {"max_tokens": 64},
+def _entry(score: float, passed: bool, run_id: str = "sweep-x", accuracy: float | None = None) -> dict:
+    return {"metrics": {"score": score, "field_accuracy": score if accuracy is None else accuracy}, "passed": passed,
+            "settings": {"max_tokens": 64},
             "run": {"model": "m", "date": "2026-11-30T10:28:35+00:00", "input_tokens": 10, "output_tokens": 2,
-                    "usd": 0.0, "latency_s": 1.5, "replayed": True, "run_id": "sweep-x"}}
+                    "usd": 0.0, "latency_s": 1.5, "replayed": True, "run_id": run_id}}
 
 
 def _board(entries: dict) -> dict:
@@ -38,8 +40,46 @@ def test_board_changes_lists_added_removed_flipped_and_moved():
                      ("t", "c", "x"): _entry(0.2, False), ("t", "d", "x"): _entry(0.3, False)})
     after = _board({("t", "a", "x"): _entry(0.95, True), ("t", "b", "x"): _entry(0.9, True),
                     ("t", "c", "x"): _entry(0.25, False), ("t", "e", "x"): _entry(0.1, False)})
-    changes = {(c["member"], c["change"]) for c in board_changes(before, after)}
-    assert changes == {("a", "verdict FAIL → PASS"), ("c", "score"), ("d", "removed"), ("e", "added")}
+    changes = board_changes(before, after)
+    assert {(c["member"], c["change"]) for c in changes.rows} == {
+        ("a", "verdict FAIL → PASS"), ("c", "score"), ("d", "removed"), ("e", "added")}
+    assert (changes.unchanged, changes.rerun) == (1, 0)
+
+
+def test_only_entries_whose_figures_moved_are_changes_the_rest_is_one_count():
+    """A re-sweep that scored 59 members the same (only their run block is new) and moved one: one row, and
+    "59 entries unchanged" — not 60 rows of identical scores."""
+    keys = [("t", f"m{i:02d}", "x") for i in range(60)]
+    before = _board({k: _entry(0.5, False) for k in keys})
+    after = _board({k: _entry(0.5, False, run_id="sweep-y") for k in keys[:59]}
+                   | {keys[59]: _entry(0.5, False, run_id="sweep-y", accuracy=0.6)})
+    changes = board_changes(before, after)
+    assert [(c["member"], c["change"]) for c in changes.rows] == [("m59", "metrics: field_accuracy")]
+    assert (changes.unchanged, changes.rerun) == (59, 59)
+    html = render_board_html(after, None, changes, "abc1234 (2026-11-30)")
+    assert "1 entry changed since abc1234 (2026-11-30); 59 entries unchanged (59 re-run with the same figures)." in html
+    what_changed = html.split("<h2>What changed</h2>")[1].split("<h2>")[0]
+    assert what_changed.count("<tr>") == 2  # the header and m59
+    same = render_board_html(before, None, board_changes(before, before), "abc1234 (2026-11-30)")
+    assert "No entry's figures changed since abc1234 (2026-11-30). 60 entries unchanged." in same
+
+
+def test_standings_per_task_and_backend_held_out_apart():
+    board = _board({("memos", "a", "gemma"): _entry(1.0, True), ("memos", "b", "gemma"): _entry(0.5, False),
+                    ("memos", "c", "gemma"): _entry(0.25, False), ("memos", "a", "fake"): _entry(1.0, True),
+                    ("deeds", "a", "gemma"): _entry(0.75, True)})
+    rows = standings(board, heldout={"memos/c"})
+    got = [(r["task"], r["backend"], r["members"], r["passed"], r["n"], r["mean"]) for r in rows]
+    assert got == [("deeds", "gemma", "tuned", 1, 1, 0.75), ("memos", "fake", "tuned", 1, 1, 1.0),
+                   ("memos", "gemma", "tuned", 1, 2, 0.75), ("memos", "gemma", "held-out", 0, 1, 0.25)]
+    tuned = rows[2]
+    assert tuned["ci"][0] <= 0.75 <= tuned["ci"][1] and tuned["ci"] != [0.75, 0.75]  # a bootstrap over a, b
+    html = render_board_html(board, None, None, None, heldout={"memos/c"})
+    top = html.split("<h2>Standings</h2>")[1].split("<h2>What changed</h2>")[0]  # the standings come first
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", r) for r in top.split("<tr>")[2:]]
+    assert [c[:5] for c in cells] == [["deeds", "gemma", "tuned", "1/1", "0.750"], ["memos", "fake", "tuned", "1/1", "1"],
+                                      ["memos", "gemma", "tuned", "1/2", "0.750"],
+                                      ["memos", "gemma", "held-out", "0/1", "0.250"]]
 
 
 def test_report_scoreboard_renders_standings_band_and_changes_since_the_last_commit(tmp_path):
@@ -59,7 +99,7 @@ def test_report_scoreboard_renders_standings_band_and_changes_since_the_last_com
     result = CliRunner().invoke(main, ["report", "--scoreboard", "--corpus", str(corpus), "--out", str(out)])
     assert result.exit_code == 0, result.output
     html = out.read_text(encoding="utf-8")
-    assert "2 entries changed since" in html and "verdict FAIL → PASS" in html and ">added<" in html
+    assert "2 entries changed since" in html and "0 entries unchanged." in html and "verdict FAIL → PASS" in html and ">added<" in html
     assert "[0.250, 0.750]" in html and ">field_accuracy<" in html  # the band of the gated metric
     assert ">PASS<" in html and "2026-11-30 10:28" in html and "{&quot;max_tokens&quot;: 64}" in html
     assert "&lt;img src=x" in html and "<img" not in html and "&lt;/script&gt;&lt;script&gt;" in html

@@ -1,4 +1,4 @@
-"""`evalkit run`, `score`, `compare`, `report`, `diff`."""
+"""`evalkit run`, `score`, `compare`, `report`, `diff`, `runs`."""
 
 from __future__ import annotations
 
@@ -175,8 +175,24 @@ def report_cmd(run_dir, byom, scoreboard, corpus, board, out, bundle):
 def diff_cmd(run_a, run_b, html, workers):
     """What changed from RUN_A to RUN_B: per-metric deltas with paired CIs, verdict flips, every item whose
     outcome changed (newly hallucinated first)."""
+    from .. import runspage
     from ..diff import diff_notebook, diff_runs, text
 
     click.echo(text(diff_runs(run_a, run_b)), nl=False)
     if html:
         click.echo(f"Diff: {diff_notebook(run_a, run_b, workers)}")
+        runspage.refresh(run_b)  # the runs page links the new diff
+
+
+@main.command("runs")
+@click.option("--runs", "runs_dir", type=click.Path(path_type=Path, file_okay=False), default=Path("runs"),
+              help="The folder holding the run folders and their history, index.jsonl (default: runs).")
+@click.option("--last", type=click.IntRange(1), default=20, help="Runs to print (the page lists more).")
+def runs_cmd(runs_dir, last):
+    """List every run the history records, newest first, and rewrite RUNS/index.html: each run's command,
+    members passed/N, errors, mean scores, and links to its pages (index, comparisons, diff)."""
+    from ..runspage import runs_text, write_runs_page
+
+    out, rows, total = write_runs_page(runs_dir)
+    click.echo(runs_text(rows[:last], total), nl=False)
+    click.echo(f"Runs: {out}")
