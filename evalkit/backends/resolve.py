@@ -250,6 +250,24 @@ def check_guards(resolved: Iterable[Resolved], plan_: "Plan | None" = None) -> N
         raise unique[0].error("\n".join(g.message for g in unique))
 
 
+def check_inputs(resolved: Iterable[Resolved], requests: Sequence[Request], judge: Resolved | None = None) -> None:
+    """`UsageError` (before any call) naming the first backend that cannot take a request's input mode
+    (`Provider.inputs`: a ``python:`` pipeline takes text only), or a judge asked to judge a run whose
+    documents are not sent as text (the judge is given the document's text)."""
+    modes = sorted({r.input for r in requests} - {"text"})
+    if not modes:
+        return
+    for r in resolved:
+        refused = [m for m in modes if m not in r.provider.inputs]
+        if refused:
+            member = next(q.member for q in requests if q.input == refused[0])
+            raise UsageError(f"backend {r.label} ({r.kind}) cannot take input mode {refused[0]} ({member}, ...): it "
+                             f"takes {', '.join(r.provider.inputs)}; run it with --set input=text, or another backend")
+    if judge is not None:
+        raise UsageError(f"--judge: the judge reads the document as text, and input mode {modes[0]} sends it as "
+                         "parts; judge a run with --set input=text")
+
+
 # -- plan ------------------------------------------------------------------------------------------------
 BOUND_METHOD = ("an upper bound: prompt tokens as characters/4, every call billed its whole max_tokens and, "
                 "if cut off, once more at twice that, each sent 1 + max_retries times")
