@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import BackendError, CassetteCorrupt, CassetteError, CassetteMiss, EvalkitError, UsageError
-from ..pricing import PRICES_ENV, PriceTable, default_table, estimate_tokens, request_chars
+from ..pricing import PRICES_ENV, PriceTable, default_table, estimate_tokens, parts_tokens, request_chars
 from ..sources import sha256_file
 from .base import Backend, BackendContext, Request
 from .cassette import (CASSETTE, RECORD_ENV, REPLAY_ENV, Cassette, RecordingBackend, ReplayBackend, cassette_key,
@@ -269,7 +269,8 @@ def check_inputs(resolved: Iterable[Resolved], requests: Sequence[Request], judg
 
 
 # -- plan ------------------------------------------------------------------------------------------------
-BOUND_METHOD = ("an upper bound: prompt tokens as characters/4, every call billed its whole max_tokens and, "
+BOUND_METHOD = ("an upper bound: prompt tokens as characters/4 (a PDF's or page images' tokens by the provider's "
+                "documented rule, `pricing.PAGE_RULES`), every call billed its whole max_tokens and, "
                 "if cut off, once more at twice that, each sent 1 + max_retries times")
 
 
@@ -439,12 +440,13 @@ def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: Pric
                 calls += 1
                 called.append(req)
                 chars = request_chars(req)
-                tok_in += estimate_tokens(chars)
+                pages = parts_tokens(req, r.kind)  # a PDF or page images: by the provider's documented rule
+                tok_in += estimate_tokens(chars) + pages
                 tok_out += req.max_tokens
                 if r.provider.metered:
                     usd += table.bound(r.model or "", chars, call_budgets(req.max_tokens), sends=1 + retries,
-                                       batch=batched)
-                    pass_usd += table.bound(r.model or "", chars, [req.max_tokens], batch=batched)
+                                       batch=batched, page_tokens=pages)
+                    pass_usd += table.bound(r.model or "", chars, [req.max_tokens], batch=batched, page_tokens=pages)
         if require_prices and calls and (unpriced := price_guard(r, table)):
             guards.append(unpriced)
         prefix, saving = cache_saving(r, called, table) if r.provider.metered else (0, 0.0)
