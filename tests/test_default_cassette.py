@@ -26,11 +26,16 @@ def test_default_run_replays_every_member_with_zero_calls():
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "gemma-3-270m: replay" in proc.stdout and "total: 0 provider calls" in proc.stdout
-    members = [m for t in load_tasks(DEFAULT_CORPUS) for m in t.members()]
+    tasks = load_tasks(DEFAULT_CORPUS)
+    members = [m for t in tasks if t.spec.settings.input == "text" for m in t.members()]
+    # the default model reads text only: a task whose pages are sent as images (deal-memos-scanned) is not
+    # covered by its cassette, and says so (its members are not scored; the exit code is the others')
+    seeing = [m for t in tasks if t.spec.settings.input != "text" for m in t.members()]
     n = re.search(r"— (\d+) requests, (\d+) replayed", proc.stdout)
-    assert n and n.group(1) == n.group(2)
+    assert n and int(n.group(1)) == int(n.group(2)) + len(seeing)
+    assert not seeing or f"{len(seeing)} member(s) not covered" in proc.stdout
     if SOURCES.is_dir():
-        assert int(n.group(1)) == len(members) == len(load_records(DEFAULT_CASSETTE))
+        assert int(n.group(2)) == len(members) == len(load_records(DEFAULT_CASSETTE))
 
 
 def _windows(text: str, size: int = 120, step: int = 60):
