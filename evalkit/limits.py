@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 
 __all__ = ["Limit", "LIMITS", "DOCUMENT_BYTES", "ANSWER_BYTES", "YAML_BYTES", "YAML_NODES", "NESTING_DEPTH",
-           "READ_DEADLINE_S", "markdown_table", "PIPELINE_TIMEOUT_S", "PIPELINE_MEMORY_BYTES", "JSON_FILE_BYTES"]
+           "READ_DEADLINE_S", "markdown_table", "PIPELINE_TIMEOUT_S", "PIPELINE_MEMORY_BYTES", "JSON_FILE_BYTES", "PAGE_IMAGES"]
 
 MiB = 1024 * 1024
 
@@ -83,9 +83,11 @@ PIPELINE_TIMEOUT_S = Limit("pipeline_timeout_s", 300, "seconds", "one call of a 
 PIPELINE_MEMORY_BYTES = Limit("pipeline_memory_bytes", 4096 * MiB, "bytes", "the address space of a python: pipeline's process",
                               "the allocation fails in the pipeline's own process: `error` (cause "
                               "`pipeline_exception`, exit 5); evalkit and the other members go on")
+PAGE_IMAGES = Limit("page_images", 100, "pages", "the pages of one member rendered to images (input mode `images`)",
+                    DOCUMENT_BYTES.exceeded)
 
 LIMITS: tuple[Limit, ...] = (DOCUMENT_BYTES, ANSWER_BYTES, YAML_BYTES, YAML_NODES, JSON_FILE_BYTES, NESTING_DEPTH,
-                             READ_DEADLINE_S, PIPELINE_TIMEOUT_S, PIPELINE_MEMORY_BYTES)
+                             READ_DEADLINE_S, PIPELINE_TIMEOUT_S, PIPELINE_MEMORY_BYTES, PAGE_IMAGES)
 
 
 def markdown_table() -> str:

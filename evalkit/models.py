@@ -34,12 +34,21 @@ class Prompt(Strict):
         return v
 
 
+InputMode = Literal["text", "pdf", "images"]
+INPUT_MODES: tuple[str, ...] = ("text", "pdf", "images")
+
+
 class Settings(Strict):
     """Sampling settings sent to live backends (and part of a cassette key). A task's ``settings:`` sets
-    them; ``--set KEY=VALUE`` overrides them for one run or sweep (`with_overrides`)."""
+    them; ``--set KEY=VALUE`` overrides them for one run or sweep (`with_overrides`).
+
+    ``input``: how the document reaches the model — ``text`` (its text in the prompt), ``pdf`` (the original
+    PDF as a document part), ``images`` (its pages rendered to PNG at ``dpi``: `evalkit.rasterize`)."""
 
     max_tokens: int = Field(1024, ge=1)
     temperature: float = Field(0.0, ge=0.0)
+    input: InputMode = "text"
+    dpi: int = Field(100, ge=36, le=300)
 
     def non_default(self) -> dict[str, Any]:
         """Only what differs from evalkit's defaults: what a run block and a scoreboard entry record."""

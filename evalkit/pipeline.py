@@ -24,7 +24,7 @@ from .jsonio import canonical_sha, nonfinite_path
 from .models import Settings
 from .outschema import top_key, violations
 from .scoring import ScoreContext, ScoreResult
-from .sources import Document, check_integrity, read_document
+from .sources import Document, check_integrity, document_parts, read_document
 from .status import REFERENCE_FAILED, SCORING_CRASH, Failed, extraction_status, failure_of
 
 SCHEMA_INVALID = "schema_invalid"  # the parse outcome of a record that breaks the task's output schema
@@ -39,28 +39,41 @@ def render_request(task: Task, member: Member, document: Document, ontology: Any
 
     prompt = task.spec.prompt
     settings = settings or task.spec.settings
+    parts, digests = document_parts(document, settings.input, settings.dpi)
+    text = document.text if settings.input == "text" else attached(settings.input, len(parts))
     return Request(
         member=member.key,
         call_type="extract",
         system=prompt.system,
         # Only {document} is substituted: documents may contain braces of their own.
-        user=inject(prompt.user.replace("{document}", document.text), ontology),
+        user=inject(prompt.user.replace("{document}", text), ontology),
         schema=task.spec.output_schema,
         max_tokens=settings.max_tokens,
         temperature=settings.temperature,
-        withheld=document.text if member.manifest.source.is_pointer else "",
+        withheld=document.text if member.manifest.source.is_pointer and settings.input == "text" else "",
+        input=settings.input, dpi=settings.dpi, parts=parts, sources_sha256=digests,
     )
 
 
+def attached(mode: str, count: int) -> str:
+    """What stands for {document} in the prompt when the document is sent as parts (they come before the text)."""
+    if mode == "pdf":
+        return "[the document is attached above as a PDF file]" if count == 1 else \
+            f"[the document is attached above as {count} PDF files, in order]"
+    return f"[the document is attached above as {count} page image(s), in page order]"
+
+
 def request_settings(request: Request) -> Settings:
-    """The sampling settings a request carries."""
-    return Settings(max_tokens=request.max_tokens, temperature=request.temperature)
+    """The settings a request carries (the render resolution only where pages are rendered)."""
+    return Settings(max_tokens=request.max_tokens, temperature=request.temperature, input=request.input,
+                    **({"dpi": request.dpi} if request.input == "images" else {}))
 
 
 def request_sha(request: Request) -> str:
-    return canonical_sha({"system": request.system, "user": request.user, "schema": request.schema,
-                          "max_tokens": request.max_tokens, "temperature": request.temperature,
-                          "call_type": request.call_type})
+    what = {"system": request.system, "user": request.user, "schema": request.schema,
+            "max_tokens": request.max_tokens, "temperature": request.temperature, "call_type": request.call_type}
+    input_key = request.input_key()
+    return canonical_sha(what | ({"input": input_key} if input_key else {}))
 
 
 def is_current(extraction: dict[str, Any], request: Request, spec: str) -> bool:
@@ -183,14 +196,17 @@ def member_request(task: str, member: str, corpus: str | Path | None = None, sou
     received (the request rendered again, under the ontology extraction.json records, if any)."""
     m = locate(task, member, corpus)
     document = read_document(check_integrity(m, sources_dir(sources)))
-    ontology = None
+    ontology = settings = None
     if (Path(out) / runfolder.EXTRACTION).exists():
-        recorded = runfolder.read_extraction(out).get("ontology")
+        existing = runfolder.read_extraction(out)
+        recorded = existing.get("ontology")
         if recorded:
             from .ontology import Ontology
 
             ontology = Ontology.from_json(recorded)
-    return document, render_request(m.task, m, document, ontology)
+        sent = (existing.get("run") or {}).get("settings")  # --set input=..., say: the parts it was sent
+        settings = None if sent is None else Settings.model_validate(sent)
+    return document, render_request(m.task, m, document, ontology, settings)
 
 
 def score_member(task: str, member: str, corpus: str | Path | None = None,

@@ -27,12 +27,14 @@ these rules were read.
 
 Costs before a call are upper bounds (`PriceTable.bound`): prompt tokens as
 characters / 4 — a rough rule of thumb, not a tokenizer — and every output
-budget billed in full.
+budget billed in full. A document sent as a PDF or as page images (input modes ``pdf``,
+``images``) adds its pages' tokens by each provider's documented rule (`parts_tokens`, `PAGE_RULES`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -183,13 +185,70 @@ class PriceTable:
         write = price.input if price.cache_write is None else price.cache_write
         return prefix_tokens * ((requests - 1) * (price.input - read) - (write - price.input)) / 1_000_000
 
-    def bound(self, model: str, prompt_chars: int, budgets: Sequence[int], sends: int = 1, batch: bool = False) -> float:
+    def bound(self, model: str, prompt_chars: int, budgets: Sequence[int], sends: int = 1, batch: bool = False,
+              page_tokens: int = 0) -> float:
         """Upper bound of one request's cost before it is made: one call per output budget in
         `budgets` (the first call and any retry evalkit makes), each sent up to `sends` times,
-        every send billed chars/4 prompt tokens and its whole output budget (`batch`: the first
-        call at the batch rate; a truncation retry is a live call)."""
-        prompt = estimate_tokens(prompt_chars)
+        every send billed chars/4 prompt tokens, `page_tokens` (its document's pages: `parts_tokens`)
+        and its whole output budget (`batch`: the first call at the batch rate; a truncation retry is a
+        live call)."""
+        prompt = estimate_tokens(prompt_chars) + page_tokens
         return sends * sum(self.cost(model, prompt, budget, batch=batch and i == 0) for i, budget in enumerate(budgets))
+
+
+# -- pages (input modes pdf and images) ---------------------------------------------------------------------
+# Each provider's documented token rule for an image and for a PDF page, with where it is written. The pages
+# cannot be re-read from here (no network): these are the rules as documented when evalkit's table was made.
+PAGE_RULES: dict[str, str] = {
+    "anthropic": ("Anthropic, 'Vision' (https://docs.anthropic.com/en/docs/build-with-claude/vision), as documented "
+                  "2026-12-01: an image costs about width x height / 750 tokens, after it is scaled down to fit "
+                  "1568 px on its long edge; 'PDF support' (https://docs.anthropic.com/en/docs/build-with-claude/"
+                  "pdf-support), same date: each page costs its extracted text's tokens plus an image of the page"),
+    "openai": ("OpenAI, 'Images and vision' (https://platform.openai.com/docs/guides/images-vision), as documented "
+               "2026-12-01: detail high scales an image to fit 2048 x 2048, then its short side to 768 px, and costs "
+               "85 + 170 tokens per 512-px tile; 'File inputs' (https://platform.openai.com/docs/guides/pdf-files), "
+               "same date: a PDF puts each page's extracted text and an image of the page in the context"),
+}
+ANTHROPIC_LONG_EDGE = 1568  # px: Anthropic scales a larger image down to this long edge
+OPENAI_FIT, OPENAI_SHORT, OPENAI_TILE = 2048, 768, 512  # px: detail high's resizing and tile
+
+
+def image_tokens(width: float, height: float, rule: str | None) -> int:
+    """Tokens of one image of `width` x `height` px by `rule` (a key of `PAGE_RULES`; None or unknown: the larger
+    of them, an upper bound for a provider whose rule evalkit does not know)."""
+    if rule not in PAGE_RULES:
+        return max(image_tokens(width, height, r) for r in PAGE_RULES)
+    if rule == "anthropic":
+        scale = min(1.0, ANTHROPIC_LONG_EDGE / max(width, height, 1))
+        return math.ceil(width * scale * height * scale / 750)
+    scale = min(1.0, OPENAI_FIT / max(width, height, 1))
+    w, h = width * scale, height * scale
+    scale = min(1.0, OPENAI_SHORT / max(min(w, h), 1))
+    w, h = w * scale, h * scale
+    return 85 + 170 * math.ceil(w / OPENAI_TILE) * math.ceil(h / OPENAI_TILE)
+
+
+def parts_tokens(request: Any, rule: str | None) -> int:
+    """Prompt tokens of a request's document parts by `rule`: each page image's tokens; each PDF page's text
+    (characters / 4) plus the image of the page as the provider draws it (the page at the largest size its image
+    rule keeps: 1568 px long edge for Anthropic, 2048 for OpenAI)."""
+    total = 0
+    for part in getattr(request, "parts", ()):
+        if part.media_type.startswith("image/"):
+            total += sum(image_tokens(w, h, rule) for w, h in part.sizes)
+            continue
+        total += estimate_tokens(part.text_chars) + sum(pdf_page_tokens(w, h, rule) for w, h in part.sizes)
+    return total
+
+
+def pdf_page_tokens(width_pt: float, height_pt: float, rule: str | None) -> int:
+    """The image tokens of one PDF page of `width_pt` x `height_pt` points: the page drawn as large as `rule`'s
+    image resizing keeps (an upper bound of what the provider bills for it)."""
+    if rule not in PAGE_RULES:
+        return max(pdf_page_tokens(width_pt, height_pt, r) for r in PAGE_RULES)
+    edge = ANTHROPIC_LONG_EDGE if rule == "anthropic" else OPENAI_FIT
+    scale = edge / max(width_pt, height_pt, 1)
+    return image_tokens(width_pt * scale, height_pt * scale, rule)
 
 
 def estimate_tokens(chars: int) -> int:

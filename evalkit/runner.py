@@ -234,10 +234,15 @@ def _named(task: Task, only: list[str]) -> list[Path]:
 
 
 def gate_members(members: list[Member], sources: Path | None, outcomes: list[Outcome],
-                 labels: list[str], documents: dict[str, Document] | None = None) -> list[tuple[Member, list[Path]]]:
+                 labels: list[str], documents: dict[str, Document] | None = None,
+                 overrides: dict[str, Any] | None = None) -> list[tuple[Member, list[Path]]]:
     """The integrity gate: runs before any backend exists. Returns members cleared to run, their documents read
     into `documents`. A member whose inputs `validate` rejects (`input_problems`: a document over its bound or
-    unreadable, a truth breaking the task's schema) is refused with the same message, and the others go on."""
+    unreadable, a truth breaking the task's schema) is refused with the same message, and the others go on;
+    so is one its input mode cannot send (`sources.check_input`: a text file as a PDF), while a scan in the
+    ``text`` mode is skipped (no text layer). `overrides`: ``--set``."""
+    from .sources import NoTextLayer, check_input
+    from .status import NO_TEXT_LAYER, SKIPPED
     from .validate import input_problems
 
     cleared = []
@@ -249,12 +254,15 @@ def gate_members(members: list[Member], sources: Path | None, outcomes: list[Out
             if problems := input_problems(m, paths, sources):
                 raise InvalidCorpus(problems)
             document = read_document(paths)
+            check_input(document, m.task.spec.settings.with_overrides(overrides).input, m.key)
             if documents is not None:
                 documents[m.key] = document
             cleared.append((m, paths))
         except (LimitExceeded, UnreadableSource, InvalidCorpus) as e:
             why = "; ".join(e.problems) if isinstance(e, InvalidCorpus) else str(e)
             outcomes += [Outcome(m.task.id, m.id, b, REFUSED, message=why, cause=INVALID_INPUT) for b in labels]
+        except NoTextLayer as e:
+            outcomes += [Outcome(m.task.id, m.id, b, SKIPPED, message=str(e), cause=NO_TEXT_LAYER) for b in labels]
         except SourceMissing as e:
             outcomes += [Outcome(m.task.id, m.id, b, "skipped", message=str(e)) for b in labels]
         except IntegrityError as e:
@@ -380,7 +388,8 @@ def run(opts: RunOptions, progress: Progress | None = None, on_outcome: OnOutcom
 
 def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
          on_outcome: OnOutcome | None = None) -> RunResult:
-    from .backends.resolve import check_guards, duplicate_recordings, open_backends, plan, resolve_backends
+    from .backends.resolve import (check_guards, check_inputs, duplicate_recordings, open_backends, plan,
+                                   resolve_backends)
     from .pool import Job, run_pool
     from .pricing import PriceTable
 
@@ -413,9 +422,10 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
         judge_resolved = None
     outcomes: list[Outcome] = []
     documents: dict[str, Document] = {}
-    cleared = gate_members(members, opts.sources, outcomes, labels, documents)
+    cleared = gate_members(members, opts.sources, outcomes, labels, documents, opts.settings)
     requests = [render_request(m.task, m, documents[m.key], ontology, m.task.spec.settings.with_overrides(opts.settings))
                 for m, _ in cleared]
+    check_inputs(resolved, requests, judge_resolved)  # a backend that cannot take the input mode: before any call
     prices = PriceTable(path=opts.prices) if opts.prices else None
     budgeted = (opts.dry_run or opts.max_usd is not None) and not opts.allow_unpriced
     the_plan = plan(resolved, requests, prices, require_prices=budgeted, judge=judge_resolved,

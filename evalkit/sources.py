@@ -23,12 +23,23 @@ from . import limits
 from .errors import CorpusError, IntegrityError, LimitExceeded, SourceMissing
 from .paths import inside
 
-__all__ = ["Document", "IntegrityError", "SourceMissing", "UnreadableSource", "check_integrity", "read_document",
-           "read_sidecar", "source_paths"]
+__all__ = ["Document", "IntegrityError", "NoTextLayer", "SourceMissing", "UnreadableSource", "UnsupportedInput",
+           "check_input", "check_integrity", "document_parts", "read_document", "read_sidecar", "source_paths"]
 
 
 class UnreadableSource(CorpusError):
     """A source document that is present but cannot be read as what it claims to be (a corrupt PDF)."""
+
+
+class UnsupportedInput(UnreadableSource):
+    """A source the run's input mode cannot send (a text file in the ``pdf`` or ``images`` mode): refused."""
+
+
+class NoTextLayer(CorpusError):
+    """A PDF source with no text on any page (a scan) in the ``text`` input mode: nothing to send, so skipped."""
+
+
+NO_TEXT_LAYER = "no text layer"
 
 SIDECAR = "source.sha256"  # seeded for private members whose manifest pins no hash
 _SIDECAR_LINE = re.compile(r"([0-9a-f]{64}) [ *]?(\S.*)")  # sha256sum's format: "<digest>  <name>"
@@ -143,13 +154,70 @@ def read_sidecar(sidecar: Path) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Document:
-    """A source as text, page-aware: `pages` holds one string per page or file."""
+    """A source as text, page-aware: `pages` holds one string per page or file; `files`, the source files it was
+    read from (what the ``pdf`` and ``images`` input modes send)."""
 
     pages: tuple[str, ...]
+    files: tuple[Path, ...] = ()
 
     @property
     def text(self) -> str:
         return "\n\n".join(self.pages) if len(self.pages) > 1 else (self.pages[0] if self.pages else "")
+
+    def no_text_layer(self) -> bool:
+        """Whether it is PDFs whose pages hold no text at all: a scan, which the ``text`` mode cannot send."""
+        return bool(self.files) and all(_is_pdf(p) for p in self.files) and not self.text.strip()
+
+
+def _is_pdf(path: Path) -> bool:
+    return path.suffix.lower() == ".pdf"
+
+
+def check_input(document: Document, mode: str, where: str) -> None:
+    """Whether `document` can be sent in input `mode` (`models.Settings.input`), before any call: `NoTextLayer`
+    (a scan in ``text`` mode: the member is skipped), `UnsupportedInput` (a text file in ``pdf`` or ``images``:
+    refused), `LimitExceeded` (more pages to render than `limits.PAGE_IMAGES`), `UnreadableSource` (PDFium
+    cannot open it). `where`: the member, for the message."""
+    if mode == "text":
+        if document.no_text_layer():
+            raise NoTextLayer(f"{where}: skipped: {NO_TEXT_LAYER} in {document.files[0].name} (a scan) to send in "
+                              "input mode text; run it with --set input=images or --set input=pdf")
+        return
+    other = next((p for p in document.files if not _is_pdf(p)), None)
+    if other is not None:
+        raise UnsupportedInput(f"{where}: input mode {mode} sends PDF sources only, and {other.name} is not a PDF; "
+                               "run this task with --set input=text")
+    if mode == "images":
+        from .rasterize import page_sizes
+
+        count = sum(len(page_sizes(p.read_bytes(), p)) for p in document.files)
+        if count > limits.PAGE_IMAGES.int_value():
+            raise LimitExceeded(f"{where}: {count} pages to render as images, more than "
+                                f"{limits.PAGE_IMAGES.describe()}")
+
+
+def document_parts(document: Document, mode: str, dpi: int) -> tuple[tuple, tuple[str, ...]]:
+    """(the parts sent beside the prompt, the source files' sha256) for input `mode`: nothing in ``text``; each
+    source PDF as it is (``pdf``); each page rendered to PNG at `dpi` (``images``, `evalkit.rasterize`)."""
+    from .backends.base import PDF_MEDIA_TYPE, PNG_MEDIA_TYPE, Part
+    from .rasterize import page_sizes, render_pages
+
+    if mode == "text":
+        return (), ()
+    parts: list[Part] = []
+    digests: list[str] = []
+    pages_text = iter(document.pages)
+    for path in document.files:
+        data = path.read_bytes()
+        digests.append(hashlib.sha256(data).hexdigest())
+        sizes = page_sizes(data, path)
+        chars = sum(len(next(pages_text, "")) for _ in sizes)  # `pages` holds one string per page of each PDF
+        if mode == "pdf":
+            parts.append(Part(PDF_MEDIA_TYPE, data, path.name, tuple(sizes), chars))
+            continue
+        for png, w, h in render_pages(data, dpi, path, first=len(parts)):
+            parts.append(Part(PNG_MEDIA_TYPE, png, f"page-{len(parts) + 1}.png", ((w, h),)))
+    return tuple(parts), tuple(digests)
 
 
 def _read_pdf(path: Path) -> list[str]:
@@ -191,4 +259,4 @@ def read_document(paths: list[Path]) -> Document:
             pages.extend(_read_pdf(p))
         else:
             pages.append(p.read_text(encoding="utf-8", errors="replace"))
-    return Document(pages=tuple(pages))
+    return Document(pages=tuple(pages), files=tuple(paths))

@@ -7,7 +7,8 @@ A failure is never a number. Every member × backend of a run ends in one status
 * ``error``: no score, because something failed before there was one. Shown as ERROR, left out
   of every mean, band, bootstrap and paired test, counted in an error rate beside them, never
   a standing scoreboard entry, never current for a sweep (the next sweep retries it), exit 5;
-* ``skipped``: a pointer member whose source is not present; ``refused``: its source fails its
+* ``skipped``: a pointer member whose source is not present, or (cause ``no_text_layer``) a PDF with no
+  text on any page (a scan) in the ``text`` input mode, which has nothing to send; ``refused``: its source fails its
   sha256 (exit 4), or one of its inputs is invalid — too large (`evalkit.limits`), an unreadable
   document, a truth `evalkit validate` rejects (cause ``invalid_input``, exit 3). Neither is extracted.
 * ``not_covered``: a replayed cassette holds no recording of the member's request. Neither an error
@@ -57,6 +58,7 @@ SCORING_CRASH = "scoring_crash"
 NOTEBOOK_FAILED = "notebook_failed"
 LIMIT_EXCEEDED = "limit_exceeded"
 INVALID_INPUT = "invalid_input"  # of a refused member: an input of it that `evalkit validate` rejects too
+NO_TEXT_LAYER = "no_text_layer"  # of a skipped member: a scan in the text input mode (`sources.check_input`)
 REFERENCE_FAILED = "reference_failed"  # --reference: the reference backend has no usable record of this member
 
 LIMIT_PREFIX = "limit exceeded:"  # a backend's error that starts so: its answer was over a bound

@@ -17,6 +17,10 @@ shorter ones are sent and billed as usual); the usage it reports (``cache_creati
 ``cache_read_input_tokens``) is recorded and priced apart (`evalkit.pricing`). ``cache=false``
 sends no breakpoint. The cassette key is the semantic request, so this changes no key.
 
+Input modes (`models.Settings.input`): a document sent as a PDF is one ``document`` content block
+(base64, ``application/pdf``), as page images one ``image`` block per page (base64, ``image/png``),
+both before the prompt's text in the user message.
+
 The key comes only from ``ANTHROPIC_API_KEY`` and is handed to the SDK
 directly (no profile or credentials-file discovery). The base URL can be
 changed only through the SDK's own ``ANTHROPIC_BASE_URL`` (tests point it at a
@@ -33,7 +37,8 @@ import os
 from typing import Any
 
 from ..errors import BackendError, UsageError
-from .base import BackendContext, Request
+from ..models import INPUT_MODES
+from .base import PDF_MEDIA_TYPE, BackendContext, Request
 from .live import (Attempt, LiveBackend, bounded_http_client, connection_error, decode_answer, import_sdk,
                    not_an_answer, option_float, option_int, origin_of, response_text, status_error_body)
 from .providers import Provider
@@ -70,7 +75,7 @@ class AnthropicBackend(LiveBackend):
         tool: dict[str, Any] = {"name": TOOL_NAME, "input_schema": request.schema,
                                 "description": "Record the extracted data. The input must follow the schema exactly."}
         params: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens,
-                                  "messages": [{"role": "user", "content": request.user}], "tools": [tool],
+                                  "messages": [{"role": "user", "content": user_content(request)}], "tools": [tool],
                                   "tool_choice": {"type": "tool", "name": TOOL_NAME}}
         if self.send_temperature:
             params["temperature"] = request.temperature
@@ -164,6 +169,16 @@ class AnthropicBackend(LiveBackend):
         return Attempt(content=text, **common)
 
 
+def user_content(request: Request) -> str | list[dict[str, Any]]:
+    """The user message: the prompt, after the document's parts when it is sent as a PDF or page images (a
+    ``document`` block, or one ``image`` block per page, base64; the API reads them before the question)."""
+    if not request.parts:
+        return request.user
+    blocks = [{"type": "document" if p.media_type == PDF_MEDIA_TYPE else "image",
+               "source": {"type": "base64", "media_type": p.media_type, "data": p.base64()}} for p in request.parts]
+    return blocks + [{"type": "text", "text": request.user}]
+
+
 def _is_message(request: Any) -> bool:
     """A Messages API call (bounded as an answer), not a batch's results download."""
     return request.url.path.endswith("/v1/messages")
@@ -184,4 +199,4 @@ def make(spec: BackendSpec, ctx: BackendContext) -> AnthropicBackend:
 
 
 PROVIDER = Provider("anthropic", make, usage="anthropic[:model=M]", live=True, default_model=DEFAULT_MODEL,
-                    key_env=KEY_ENV, rerecord="anthropic:model={model}", prompt_cache_min=1024, batch=True)
+                    key_env=KEY_ENV, rerecord="anthropic:model={model}", prompt_cache_min=1024, batch=True, inputs=INPUT_MODES)

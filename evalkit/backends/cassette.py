@@ -21,8 +21,10 @@ Where a provider's prompt cache took part, ``usage`` also has ``cache_read_token
 ``"batch": true``.
 
 ``key`` is the SHA-256 of the canonical *semantic* request — system prompt,
-user prompt, output schema, model id, max_tokens, temperature, call type —
-and nothing else (`cassette_key`). Matching is by key alone, so record order
+user prompt, output schema, model id, max_tokens, temperature, call type, and for a document
+sent as a PDF or page images (input ``pdf`` / ``images``) its ``input``: the mode, the dpi and the
+source PDFs' sha256, never the bytes (a record's ``request.input`` adds each part's media type, size
+and sha256, not its base64) — and nothing else (`cassette_key`). Matching is by key alone, so record order
 does not matter and cassettes from several runs can simply be concatenated;
 identical keys are served first-in first-out, in file order. Editing one word
 of a prompt template, the schema or a setting changes the key.
@@ -97,6 +99,7 @@ from typing import Any, BinaryIO, Iterable, Iterator, Mapping
 from .. import __version__
 from ..errors import CassetteCorrupt, CassetteError, CassetteMiss, UsageError
 from ..jsonio import canonical_sha, encode, nonfinite_path, write_text
+from ..models import INPUT_MODES
 from ..redact import scrub, scrub_answer
 from .base import Completion, Request
 from .failures import Failure, FailureLog
@@ -114,9 +117,12 @@ HEADER_KEY = "evalkit_cassette"
 
 # -- keys ------------------------------------------------------------------------------------------------
 def canonical_request(request: Request, model: str) -> dict[str, Any]:
+    # A document sent as parts (input pdf / images) adds its mode, render settings and sources' sha256, never
+    # the bytes (`Request.input_key`); a text request's key is what it always was.
+    input_key = request.input_key()
     return {"system": request.system, "user": request.user, "schema": request.schema, "model": model,
             "max_tokens": request.max_tokens, "temperature": float(request.temperature),
-            "call_type": request.call_type}
+            "call_type": request.call_type} | ({"input": input_key} if input_key else {})
 
 
 def cassette_key(request: Request, model: str) -> str:
@@ -159,9 +165,17 @@ def make_record(request: Request, model: str, provider: str, completion: Complet
         "key": key or cassette_key(request, model), "call_type": request.call_type, "provider": provider, "model": model,
         "member": request.member, "timestamp": rfc3339_now(),
         "request": {"system": request.system, "user": stored_user_prompt(request), "schema": request.schema,
-                    "settings": {"max_tokens": request.max_tokens, "temperature": float(request.temperature)}},
+                    "settings": {"max_tokens": request.max_tokens, "temperature": float(request.temperature)}}
+        | _stored_input(request),
         "response": response,
     }
+
+
+def _stored_input(request: Request) -> dict[str, Any]:
+    """A record's ``input``: the key's part (mode, dpi, sources' sha256) and each part's size and sha256; the
+    parts' bytes are never stored (a page image is ~0.5 MB)."""
+    input_key = request.input_key()
+    return {"input": input_key | {"parts": request.parts_summary()}} if input_key else {}
 
 
 def completion_from_record(rec: dict[str, Any]) -> Completion:
@@ -215,7 +229,7 @@ _STR, _NUM, _OBJ, _INT, _BOOL = {str}, {int, float}, {dict}, {int}, {bool}  # ex
 # The JSON types each field may hold (null always allowed), per object: (key path prefix, where it is, fields).
 _FIELDS = (
     ("", (), {"provider": _STR, "member": _STR, "timestamp": _STR}),
-    ("request.", ("request",), {"system": _STR, "user": _STR, "schema": _OBJ, "settings": _OBJ}),
+    ("request.", ("request",), {"system": _STR, "user": _STR, "schema": _OBJ, "settings": _OBJ, "input": _OBJ}),
     ("request.settings.", ("request", "settings"), {"max_tokens": _INT, "temperature": _NUM}),
     ("response.", ("response",), {"content": _STR, "usage": _OBJ, "finish_reason": _STR, "latency_s": _NUM,
                                   "parse": _STR, "truncated": _STR, "calls": _INT, "usd": _NUM, "model": _STR,
@@ -904,4 +918,4 @@ def concat(paths: Iterable[str | Path], out: str | Path) -> None:
 
 
 # Its backend is opened by `resolve` (a replay: the cassette is loaded and checked before any backend exists).
-PROVIDER = Provider(CASSETTE, None, usage="cassette:path=P[,model=M]")
+PROVIDER = Provider(CASSETTE, None, usage="cassette:path=P[,model=M]", inputs=INPUT_MODES)  # keys cover the mode

@@ -7,6 +7,7 @@ import json
 from typing import Any, Callable
 
 from ..errors import UsageError
+from ..models import INPUT_MODES
 from .base import BackendContext, Completion, Request
 from .providers import Provider
 from .spec import BackendSpec
@@ -33,4 +34,4 @@ def make(spec: BackendSpec, ctx: BackendContext) -> FakeBackend:
     return FakeBackend(spec.label, ctx.expected)
 
 
-PROVIDER = Provider("fake", make, usage="fake")
+PROVIDER = Provider("fake", make, usage="fake", inputs=INPUT_MODES)  # it echoes the truth, whatever is sent

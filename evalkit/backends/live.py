@@ -38,7 +38,7 @@ from types import ModuleType
 from typing import Any, Callable, Mapping
 
 from ..limits import ANSWER_BYTES, READ_DEADLINE_S
-from ..pricing import PriceTable, default_table, request_chars
+from ..pricing import PriceTable, default_table, parts_tokens, request_chars
 from ..redact import scrub_answer
 from .base import Completion, Request
 from .failures import Failure
@@ -315,7 +315,8 @@ class LiveBackend:
     def estimate_usd(self, request: Request) -> float:
         """What --max-usd reserves for a call: its bound with the truncation retry. The SDK's retries are
         not counted here: a provider does not bill an attempt that failed (a timed-out one aside)."""
-        return self._price_table().bound(self.model, request_chars(request), call_budgets(request.max_tokens))
+        return self._price_table().bound(self.model, request_chars(request), call_budgets(request.max_tokens),
+                                         page_tokens=parts_tokens(request, self.provider))
 
     async def _call(self, request: Request, max_tokens: int) -> Attempt:
         """One provider call, scrubbed where it enters evalkit: nothing after this sees a secret.

@@ -21,6 +21,10 @@ given an httpx transport on that socket; the base URL is then ``url`` or
 formats that silently drop system messages, such as llama.cpp's ``gemma``;
 default false). None of these options is part of a cassette key.
 
+Input modes (`models.Settings.input`): a document sent as a PDF is a ``file`` content part (its bytes a
+``data:application/pdf;base64,`` URL, its file name), as page images one ``image_url`` part per page (a
+``data:image/png;base64,`` URL, ``detail: high``, which `evalkit.pricing` prices), before the prompt's text.
+
 Prompt caching is the server's: OpenAI caches a prompt prefix of 1024 tokens or more by itself (the
 system message, then the user message, come in that order: what a task's members share comes
 first). ``usage.prompt_tokens_details.cached_tokens`` is recorded and priced at the cached rate.
@@ -41,7 +45,8 @@ import os
 from typing import Any, Mapping
 
 from ..errors import BackendError, UsageError
-from .base import BackendContext, Request
+from ..models import INPUT_MODES
+from .base import PDF_MEDIA_TYPE, BackendContext, Request
 from .live import (Attempt, LiveBackend, bounded_http_client, connection_error, decode_answer, http_module, import_sdk,
                    not_an_answer, option_float, option_int, origin_of, status_error_body)
 from .providers import Provider
@@ -102,11 +107,11 @@ class OpenAIBackend(LiveBackend):
     def _body(self, request: Request, max_tokens: int, mode: str) -> dict[str, Any]:
         messages = []
         if request.system and self.merge_system:  # for chat formats that drop system messages (llama.cpp gemma)
-            messages.append({"role": "user", "content": f"{request.system}\n\n{request.user}"})
+            messages.append({"role": "user", "content": user_content(request, f"{request.system}\n\n{request.user}")})
         else:
             if request.system:
                 messages.append({"role": "system", "content": request.system})
-            messages.append({"role": "user", "content": request.user})
+            messages.append({"role": "user", "content": user_content(request, request.user)})
         body: dict[str, Any] = {"model": self.model, "messages": messages, self._tokens_param: max_tokens}
         if self._send_temperature:
             body["temperature"] = request.temperature
@@ -262,6 +267,17 @@ class OpenAIBackend(LiveBackend):
                        raw_body=body)
 
 
+def user_content(request: Request, text: str) -> str | list[dict[str, Any]]:
+    """The user message's content: `text`, after the document's parts when it is sent as a PDF (a ``file``
+    part, its bytes a data URL) or as page images (one ``image_url`` part per page, a data URL, detail high)."""
+    if not request.parts:
+        return text
+    parts: list[dict[str, Any]] = [
+        {"type": "file", "file": {"filename": p.name, "file_data": p.data_uri()}} if p.media_type == PDF_MEDIA_TYPE
+        else {"type": "image_url", "image_url": {"url": p.data_uri(), "detail": "high"}} for p in request.parts]
+    return parts + [{"type": "text", "text": text}]
+
+
 def _response_class() -> type:
     return http_module().Response
 
@@ -310,4 +326,4 @@ def _flag(options: Mapping[str, str], key: str) -> bool:
 
 PROVIDER = Provider("openai", make, usage="openai:url=U|socket=PATH[,model=M]", live=True, default_model=DEFAULT_MODEL,
                     key_env=KEY_ENV, key_unless=("url", "socket"), rerecord="openai:url=<URL>,model={model}",
-                    prompt_cache_min=1024, batch=True)
+                    prompt_cache_min=1024, batch=True, inputs=INPUT_MODES)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .. import limits
 from ..errors import CorpusError, LimitExceeded, UsageError
+from ..models import INPUT_MODES
 from ..jsonio import loads, read_bounded_text
 from ..status import LIMIT_PREFIX
 from .base import BackendContext, Completion, Request
@@ -57,4 +58,4 @@ def make(spec: BackendSpec, ctx: BackendContext) -> PredictionsBackend:
     return PredictionsBackend(spec.label, spec.options["dir"], ctx.member_ids)
 
 
-PROVIDER = Provider("predictions", make, usage="predictions:dir=PATH")
+PROVIDER = Provider("predictions", make, usage="predictions:dir=PATH", inputs=INPUT_MODES)  # reads files, sends nothing

@@ -51,6 +51,8 @@ class Provider:
     rerecord: str | None = None  # the spec that calls model {model} again, for a cassette miss's hint
     prompt_cache_min: int = 0  # the shortest prompt prefix (tokens) its prompt cache keeps; 0: no prompt caching
     batch: bool = False  # has a batch API (--batch): its backend has batch_submit / batch_status / batch_results
+    # the input modes (`models.Settings.input`) its backend takes; any other is refused before any call
+    inputs: tuple[str, ...] = ("text",)
 
     def model(self, spec: BackendSpec) -> str:
         """The model id a live spec's calls are keyed by in a cassette."""

@@ -30,8 +30,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..errors import CassetteCorrupt, CassetteError, CassetteMiss, EvalkitError, MissingKey, UsageError
-from ..pricing import PRICES_ENV, PriceTable, default_table, estimate_tokens, request_chars
+from ..errors import BackendError, CassetteCorrupt, CassetteError, CassetteMiss, EvalkitError, MissingKey, UsageError
+from ..pricing import PRICES_ENV, PriceTable, default_table, estimate_tokens, parts_tokens, request_chars
 from ..sources import sha256_file
 from .base import Backend, BackendContext, Request
 from .cassette import (CASSETTE, RECORD_ENV, REPLAY_ENV, Cassette, RecordingBackend, ReplayBackend, cassette_key,
@@ -273,8 +273,27 @@ def check_guards(resolved: Iterable[Resolved], plan_: "Plan | None" = None) -> N
         raise unique[0].error("\n".join(g.message for g in unique))
 
 
+def check_inputs(resolved: Iterable[Resolved], requests: Sequence[Request], judge: Resolved | None = None) -> None:
+    """`UsageError` (before any call) naming the first backend that cannot take a request's input mode
+    (`Provider.inputs`: a ``python:`` pipeline takes text only), or a judge asked to judge a run whose
+    documents are not sent as text (the judge is given the document's text)."""
+    modes = sorted({r.input for r in requests} - {"text"})
+    if not modes:
+        return
+    for r in resolved:
+        refused = [m for m in modes if m not in r.provider.inputs]
+        if refused:
+            member = next(q.member for q in requests if q.input == refused[0])
+            raise UsageError(f"backend {r.label} ({r.kind}) cannot take input mode {refused[0]} ({member}, ...): it "
+                             f"takes {', '.join(r.provider.inputs)}; run it with --set input=text, or another backend")
+    if judge is not None:
+        raise UsageError(f"--judge: the judge reads the document as text, and input mode {modes[0]} sends it as "
+                         "parts; judge a run with --set input=text")
+
+
 # -- plan ------------------------------------------------------------------------------------------------
-BOUND_METHOD = ("an upper bound: prompt tokens as characters/4, every call billed its whole max_tokens and, "
+BOUND_METHOD = ("an upper bound: prompt tokens as characters/4 (a PDF's or page images' tokens by the provider's "
+                "documented rule, `pricing.PAGE_RULES`), every call billed its whole max_tokens and, "
                 "if cut off, once more at twice that, each sent 1 + max_retries times")
 
 
@@ -444,12 +463,13 @@ def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: Pric
                 calls += 1
                 called.append(req)
                 chars = request_chars(req)
-                tok_in += estimate_tokens(chars)
+                pages = parts_tokens(req, r.kind)  # a PDF or page images: by the provider's documented rule
+                tok_in += estimate_tokens(chars) + pages
                 tok_out += req.max_tokens
                 if r.provider.metered:
                     usd += table.bound(r.model or "", chars, call_budgets(req.max_tokens), sends=1 + retries,
-                                       batch=batched)
-                    pass_usd += table.bound(r.model or "", chars, [req.max_tokens], batch=batched)
+                                       batch=batched, page_tokens=pages)
+                    pass_usd += table.bound(r.model or "", chars, [req.max_tokens], batch=batched, page_tokens=pages)
         if require_prices and calls and (unpriced := price_guard(r, table)):
             guards.append(unpriced)
         prefix, saving = cache_saving(r, called, table) if r.provider.metered else (0, 0.0)

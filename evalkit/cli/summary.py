@@ -49,8 +49,9 @@ def printer(backends: int, echo: Callable[[str], Any] = click.echo) -> Callable[
 
 
 def skipped_line(outs: list[Any]) -> str | None:
-    """Members skipped for a missing source, collapsed into one line for their task."""
-    n = len({o.member for o in outs if o.status == SKIPPED})
+    """Members skipped for a missing source, collapsed into one line for their task (one skipped for another cause,
+    a scan with no text layer, has its own line)."""
+    n = len({o.member for o in outs if o.status == SKIPPED and not o.cause})
     if not n:
         return None
     return (f"{n} member{'s' if n > 1 else ''} skipped: their files are not under the sources folder (--sources or "
@@ -114,7 +115,7 @@ def _task_lines(outcomes: list[Any], tasks: dict[str, Any], echo: Callable[[str]
             echo(task)
             shown_members: set[str] = set()
             for o in outs:
-                if o.status != SKIPPED and o.member not in shown_members:
+                if (o.status != SKIPPED or o.cause) and o.member not in shown_members:
                     shown_members.add(o.member)
                     echo(f"  {o.member} … {shown(o.status)}")
                     echo(f"      ↳ {o.why}")

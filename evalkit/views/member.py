@@ -194,11 +194,37 @@ def _details(summary: str, body: str) -> str:
 
 
 def prompt(request: Any) -> None:
-    """The rendered prompt the backend received: system and user messages (the document substituted)."""
+    """The rendered prompt the backend received: system and user messages (the document substituted), and the
+    document's parts when it was sent as a PDF or as page images (`pages`)."""
     system, user = getattr(request, "system", "") or "", getattr(request, "user", "") or ""
     para("What the backend received: the task's prompt with the document substituted for {document}.")
     _show(_details(f"system prompt ({len(system)} characters)", system)
           + _details(f"user prompt ({len(user)} characters)", user), f"system:\n{system}\n\nuser:\n{user}")
+    pages(request)
+
+
+def pages(request: Any) -> None:
+    """The document as the model saw it when it was sent as parts (input ``pdf`` / ``images``): each page image
+    it was sent, as a PNG output (a data URI in the HTML: the page stays self-contained), or the PDF file's name,
+    size, pages and sha256."""
+    parts = getattr(request, "parts", ()) or ()
+    if not parts:
+        return
+    mode = getattr(request, "input", "")
+    if mode == "images":
+        para(f"The document as the model saw it: {len(parts)} page image(s) rendered at "
+             f"{getattr(request, 'dpi', '?')} DPI (input mode images), sent before the prompt.")
+    else:
+        para(f"The document was sent as {len(parts)} PDF file(s) before the prompt (input mode {mode}):")
+        table(pd.DataFrame([{"file": p.name, "bytes": len(p.data), "pages": len(p.sizes), "sha256": p.sha256}
+                            for p in parts]))
+        return
+    for n, p in enumerate(parts, 1):
+        w, h = p.sizes[0] if p.sizes else (None, None)
+        caption = f"page {n} · {w}×{h} px · sha256 {p.sha256[:12]}…"
+        meta = {"image/png": {"width": w, "height": h}} if w else {}
+        IPython.display.display({"image/png": p.base64(), "text/plain": caption}, metadata=meta, raw=True)
+        para(caption)
 
 
 def response(extraction: Mapping[str, Any]) -> None:

@@ -13,6 +13,10 @@ Prompt caching as the API does it, in miniature: a request with a ``cache_contro
 reports that prefix as ``cache_creation_input_tokens``, every later one with the same prefix as
 ``cache_read_input_tokens`` (characters/4; ``input_tokens`` is then the rest), whatever its length.
 
+Document parts (input modes ``pdf``, ``images``): a user message's ``document`` / ``image`` blocks are checked
+and decoded (`servers.parts`: media type, base64, the bytes' signature and size; a 400 otherwise), kept
+in ``server.decoded`` (one `Decoded` per message), and counted as image tokens, not base64 characters.
+
 Message Batches (``/v1/messages/batches``): a created batch stays ``in_progress`` for
 ``batch_polls`` status polls, then has ended; its results answer each request as a call would
 (an ``errored`` result for one whose user prompt says ``BATCH-ERROR``).
@@ -25,6 +29,7 @@ import json
 from typing import Any, Callable
 
 from .httpserver import FakeServer, HTTPRequest, HTTPResponse, body_mode
+from .parts import BadPart, Decoded, anthropic_content
 
 
 def default_answer(body: dict[str, Any]) -> dict[str, Any]:
@@ -40,6 +45,7 @@ class AnthropicFake(FakeServer):
         self.cached: set[str] = set()  # prompt prefixes in the fake's prompt cache
         self.batches: dict[str, dict[str, Any]] = {}  # Message Batches: id → its requests and polls left
         self.batch_polls = 1  # status polls a batch stays in progress for (then it has ended)
+        self.decoded: list[Decoded] = []  # each message's user content: text and decoded document parts
 
     def messages(self) -> list[dict[str, Any]]:
         with self.lock:
@@ -63,6 +69,13 @@ class AnthropicFake(FakeServer):
         if "raw" in action:
             return HTTPResponse(200, action["raw"], headers=action.get("headers", {}), delay=delay, **body_mode(action))
         body = req.json or {}
+        try:
+            user = anthropic_content(next((m.get("content") for m in reversed(body.get("messages", []))
+                                           if m.get("role") == "user"), ""))
+        except BadPart as e:
+            return HTTPResponse(400, {"type": "error", "error": {"type": "invalid_request_error", "message": str(e)}})
+        with self.lock:
+            self.decoded.append(user)
         tool = (body.get("tool_choice") or {}).get("name", "tool")
         if "text" in action:
             content = [{"type": "text", "text": action["text"]}]
@@ -125,8 +138,9 @@ class AnthropicFake(FakeServer):
         system = body.get("system", "")
         system_text = system if isinstance(system, str) else "".join(b.get("text", "") for b in system)
         prefix = json.dumps(body.get("tools", []), sort_keys=True) + system_text
-        prompt_chars = len(system_text) + sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
-        usage = {"input_tokens": prompt_chars // 4, "output_tokens": len(json.dumps(content)) // 4}
+        users = [anthropic_content(m.get("content", "")) for m in body.get("messages", [])]
+        prompt_tokens = (len(system_text) + sum(len(u.text) for u in users)) // 4 + sum(u.part_tokens() for u in users)
+        usage = {"input_tokens": prompt_tokens, "output_tokens": len(json.dumps(content)) // 4}
         if "cache_control" in json.dumps([system, body.get("tools", [])]):
             with self.lock:
                 hit = prefix in self.cached

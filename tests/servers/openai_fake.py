@@ -17,6 +17,10 @@ Default answer: a JSON object made from the request (deterministic), with
 Automatic prefix caching in miniature: a request whose system message was seen before reports it
 (characters/4) as ``usage.prompt_tokens_details.cached_tokens``.
 
+Document parts (input modes ``pdf``, ``images``): a user message's ``file`` / ``image_url`` parts are
+checked and decoded (`servers.parts`: data URL, media type, base64, the bytes' signature and size; a 400
+otherwise), kept in ``server.decoded`` (one `Decoded` per completion) and counted as image tokens.
+
 ``reject_json_schema=True`` mimics llama.cpp's server: a 500 naming
 ``response_format`` whenever ``response_format.type == "json_schema"``.
 
@@ -37,8 +41,10 @@ from typing import Any, Callable
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from servers.httpserver import FakeServer, HTTPRequest, HTTPResponse, body_mode  # type: ignore
+    from servers.parts import BadPart, Decoded, openai_content  # type: ignore
 else:
     from .httpserver import FakeServer, HTTPRequest, HTTPResponse, body_mode
+    from .parts import BadPart, Decoded, openai_content
 
 
 def default_answer(body: dict[str, Any]) -> dict[str, Any]:
@@ -134,6 +140,7 @@ class OpenAIFake(_BatchAPIMixin, FakeServer):
         self.files: dict[str, bytes] = {}  # uploaded and produced files (the Batch API's input and output)
         self.batches: dict[str, dict[str, Any]] = {}  # id → input file, polls left, output file once ended
         self.batch_polls = 1  # status polls a batch stays in progress for (then it has completed)
+        self.decoded: list[Decoded] = []  # each completion's user content: text and decoded document parts
 
     def completions(self) -> list[dict[str, Any]]:
         with self.lock:
@@ -157,6 +164,13 @@ class OpenAIFake(_BatchAPIMixin, FakeServer):
                                 headers=action.get("headers", {}), delay=delay)
         if "raw" in action:
             return HTTPResponse(200, action["raw"], headers=action.get("headers", {}), delay=delay, **body_mode(action))
+        try:
+            decoded = [openai_content(m.get("content", "")) for m in body.get("messages", [])]
+        except BadPart as e:
+            return HTTPResponse(400, {"error": {"message": str(e), "type": "invalid_request_error"}})
+        with self.lock:
+            self.decoded.append(next((d for d, m in zip(decoded, body["messages"]) if m.get("role") == "user"),
+                                     Decoded()))
         fmt = body.get("response_format") or {}
         if self.reject_json_schema and fmt.get("type") == "json_schema":
             return HTTPResponse(500, {"error": {"message": "1 validation error: ('body', 'response_format', 'type') "
@@ -164,7 +178,7 @@ class OpenAIFake(_BatchAPIMixin, FakeServer):
                                                 "type": "internal_server_error"}})
         content = action["content"] if "content" in action else json.dumps(self.answer(body))
         finish = action.get("finish", "stop")
-        prompt_chars = sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
+        prompt_tokens = sum(len(d.text) for d in decoded) // 4 + sum(d.part_tokens() for d in decoded)
         system = next((str(m.get("content", "")) for m in body.get("messages", []) if m.get("role") == "system"), "")
         with self.lock:
             cached = len(system) // 4 if system in self.seen_prefixes else 0
@@ -173,8 +187,8 @@ class OpenAIFake(_BatchAPIMixin, FakeServer):
             "id": "chatcmpl-fake", "object": "chat.completion", "created": 1700000000,
             "model": action.get("model") or self.model or body.get("model", "fake-model"),
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
-            "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(content) // 4 + 1,
-                      "total_tokens": prompt_chars // 4 + len(content) // 4 + 1,
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(content) // 4 + 1,
+                      "total_tokens": prompt_tokens + len(content) // 4 + 1,
                       "prompt_tokens_details": {"cached_tokens": cached}},
         }, headers=action.get("headers", {}), delay=delay, **body_mode(action))
 
