@@ -156,14 +156,14 @@ def check_cmd(run_dir, backends, out, justify, band_file, update_scoreboard, see
     click.echo(f"Within the band: {sum(c.kind == 'within' for c in cmp.changes)} metric(s)")
     for k in res.unused:
         click.echo(f"note: --justify {k}: no regression of that metric; nothing to justify")
+    if res.coverage and res.coverage.partial:  # one line, whatever else decides the exit code
+        click.echo(("PARTIAL: " if res.exit_code == EXIT_PARTIAL else "note: ") + res.coverage.line(res.allow_partial))
     if cmp.unjustified:
         multi = len({x.backend for x in cmp.changes}) > 1
         names = ", ".join(f"{c.task}/{c.metric}" + (f" [{c.backend}]" if multi else "") for c in cmp.unjustified)
         click.echo(f"FAIL: {len(cmp.unjustified)} unjustified regression(s): {names}. Fix it, or accept it with "
                    f'--justify {cmp.unjustified[0].metric}="reason" (recorded in the scoreboard).')
         sys.exit(res.exit_code)
-    if res.coverage and res.coverage.partial:
-        click.echo(("PARTIAL: " if res.refused_partial else "note: ") + res.coverage.line(res.allow_partial))
     if res.written is not None:
         click.echo(f"Scoreboard: {res.written} entr{'y' if res.written == 1 else 'ies'} written to "
                    f"{res.board_file}"
