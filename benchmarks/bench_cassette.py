@@ -50,7 +50,8 @@ TEMPLATES = ROOT / "cassettes" / "gemma-3-270m-q4_k_m.jsonl"
 
 # -- the synthetic cassette ------------------------------------------------------------------------------
 def _templates() -> list[dict]:
-    return [json.loads(line) for line in TEMPLATES.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines = (json.loads(line) for line in TEMPLATES.read_text(encoding="utf-8").splitlines() if line.strip())
+    return [rec for rec in lines if "key" in rec]  # the records, not a format header
 
 
 def synthetic_request(templates: list[dict], i: int):

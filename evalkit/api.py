@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 from .backends import BackendSpec
-from .corpus import sources_dir
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -37,6 +36,9 @@ def run(corpus: str | Path, backends: Iterable[str | BackendSpec], *, out: str |
         record: list[str] | None = None, max_usd: float | None = None, workers: int | None = None) -> RunResult:
     """Extract, score and report every selected member of `corpus` with each backend, as `evalkit run`.
 
+    Its options are built as the command line builds them (`runner.run_options`), so it writes the same files:
+    the run folder and a line per outcome in the history beside it (``runs/index.jsonl``).
+
     `backends`: specs as on the command line (``"fake"``, ``"mine=openai:url=http://…/v1"``,
     ``"cassette:path=P"``) or `BackendSpec`s. `out`: the run folder (default ``runs/<time>-<backends>``).
     `sources`: the folder of pointer sources (default ``$EVALKIT_SOURCES``). `tasks`, `only`: task ids
@@ -46,15 +48,11 @@ def run(corpus: str | Path, backends: Iterable[str | BackendSpec], *, out: str |
     Returns the `RunResult`: ``run_dir``, one `Outcome` per member × backend (status, score, passed,
     metrics) and ``exit_code`` (what `evalkit run` would exit with). Load its tables with `load_run`.
     """
-    from .runner import RunOptions
-    from .runner import run as run_options
+    from .runner import run as run_with, run_options
 
-    opts = RunOptions(corpus=Path(corpus), backends=_specs(backends), sources=sources_dir(sources), tasks=tasks,
-                      only=only, out=Path(out) if out is not None else None, threshold=threshold,
-                      notebooks=notebooks, html=html and notebooks, record=list(record or ()), max_usd=max_usd)
-    if workers:
-        opts.workers = workers
-    return run_options(opts)
+    return run_with(run_options(corpus=corpus, backends=_specs(backends), sources=sources, tasks=tasks, only=only,
+                                out=out, threshold=threshold, notebooks=notebooks, html=html and notebooks,
+                                record=record, max_usd=max_usd, workers=workers))
 
 
 def score(corpus: str | Path, predictions: str | Path, **kwargs) -> RunResult:

@@ -20,13 +20,20 @@ independently recorded cassettes, or given as existing run folders) and writes
               "mean": 0.8965,                  # corpus mean of the per-member means over sweeps
               "ci": [0.84, 0.95],              # bootstrap CI of that mean, resampling members
               "n": 12,                         # members with a value
+              "member_sd": 0.041,              # mean over members of each member's SD across sweeps
               "gated": true                    # higher is better: `evalkit check` gates it
             }}}}}
 
 Corpus means are taken over the members scored in *every* sweep, so a member missing from one
 sweep cannot masquerade as noise. The bootstrap (`evalkit.stats.mean_ci`) resamples members with
 a fixed seed derived per task and metric, so the same sweeps always give the same file. Numbers are
-rounded to 6 places.
+rounded to 6 places. ``member_sd`` (sample SD, ddof 1, per member, then averaged) is the sampling noise
+of one member's figure: what `evalkit plan --band` sizes a comparison from.
+
+Refused (`UsageError`, exit 2, one line naming the inputs), because each would make a band that hides a
+regression: the same folder twice; two sweeps whose records are byte-identical for every member (no
+noise can be measured between them); sweeps that are not repeats of one baseline (`check_repeats`); a
+``predictions:`` sweep (answers from anywhere) unless ``allow_predictions``.
 """
 
 from __future__ import annotations
@@ -46,11 +53,12 @@ from .jsonio import read_json, write_text
 from .runfolder import scan
 from .scoreboard import numeric_metrics, write_json
 from .corpus import HELDOUT, TUNED, group_of
+from .jsonio import canonical_sha
 from .stats import CONFIDENCE, RESAMPLES, SEED, mean, mean_ci, sub_seed
 
 __all__ = ["FLOOR", "HIGHER_IS_BETTER", "direction", "is_gated", "BAND_NAME", "SCHEMA_VERSION", "BandError",
            "band_path", "collect", "compute_band", "write_band", "load_band", "render_markdown", "update_readme",
-           "README_START", "README_END", "Measured", "measure", "check_repeats"]
+           "README_START", "README_END", "Measured", "measure", "check_repeats", "check_independent", "member_sd"]
 
 BAND_NAME = "band.json"
 SCHEMA_VERSION = 1
@@ -150,6 +158,55 @@ def check_repeats(roots: Sequence[Path], labels: Sequence[str], tasks: Iterable[
                              "and model; measure it from such sweeps")
 
 
+def _answers(root: Path, label: str, tasks: Iterable[str] | None) -> tuple[dict[str, str], bool]:
+    """({task/member: sha256 of its extraction record}, whether any answer came from ``predictions:``)."""
+    want = set(tasks) if tasks else None
+    shas, predictions = {}, False
+    for s in scan(root):
+        if s.backend != label or (want is not None and s.task not in want):
+            continue
+        ext = s.extraction()
+        shas[f"{s.task}/{s.member}"] = canonical_sha(ext.get("record"))
+        predictions |= str((ext.get("backend") or {}).get("spec", "")).startswith("predictions:")
+    return shas, predictions
+
+
+def check_independent(roots: Sequence[Path], labels: Sequence[str], tasks: Iterable[str] | None = None, *,
+                      allow_predictions: bool = False) -> None:
+    """Refuse inputs that cannot measure noise (`UsageError`, one line naming them): the same folder twice,
+    a ``predictions:`` sweep unless `allow_predictions`, two sweeps with byte-identical answers."""
+    resolved = [Path(r).resolve() for r in roots]
+    for i, a in enumerate(resolved):
+        if a in resolved[:i]:
+            raise UsageError(f"band: {roots[i]} is given twice (as {roots[resolved.index(a)]}): a band needs "
+                             "independent sweeps, not one sweep compared with itself")
+    answers = [_answers(r, lab, tasks) for r, lab in zip(roots, labels)]
+    if not allow_predictions:
+        for root, (_, predictions) in zip(roots, answers):
+            if predictions:
+                raise UsageError(f"band: {root} holds predictions: answers (read from files, from anywhere): they "
+                                 "measure no model's noise; pass --allow-predictions if they are real samples")
+    for i in range(len(roots)):
+        for j in range(i + 1, len(roots)):
+            a, b = answers[i][0], answers[j][0]
+            common = set(a) & set(b)
+            if common and all(a[k] == b[k] for k in common):
+                raise UsageError(f"band: sweeps {roots[i]} and {roots[j]} hold byte-identical answers: a band needs "
+                                 "independent samples (temperature > 0 or independent recordings)")
+
+
+def member_sd(per_sweep: Sequence[Mapping[str, Mapping[str, Any]]], members: Sequence[str], metric: str) -> float | None:
+    """The mean over `members` of each member's sample SD (ddof 1) of `metric` across the sweeps (members with
+    a value in at least two sweeps); None when there is none."""
+    sds = []
+    for m in members:
+        xs = [x for p in per_sweep if (x := mean([p[m].get(metric)])) is not None]
+        if len(xs) >= 2:
+            mu = sum(xs) / len(xs)
+            sds.append((sum((x - mu) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5)
+    return mean(sds)
+
+
 def _metrics_block(task: str, per_sweep: list[dict[str, Any]], members: list[str], floor: float, seed: int,
                    resamples: int, confidence: float, group: str = TUNED) -> dict[str, Any]:
     """Band, spread, sweep means and bootstrap CI of every metric over `members` (one group of the task)."""
@@ -171,6 +228,7 @@ def _metrics_block(task: str, per_sweep: list[dict[str, Any]], members: list[str
             "mean": _r(mean(member_means)),
             "ci": None if ci is None else [_r(ci[0]), _r(ci[1])],
             "n": len(member_means),
+            "member_sd": _r(member_sd(per_sweep, members, metric)),
             "gated": is_gated(metric),
         }
     return block
@@ -178,9 +236,11 @@ def _metrics_block(task: str, per_sweep: list[dict[str, Any]], members: list[str
 
 def compute_band(sweeps: Sequence[str | Path], *, tasks: Iterable[str] | None = None, label: str | None = None,
                  floor: float = FLOOR, seed: int = SEED, resamples: int = RESAMPLES, confidence: float = CONFIDENCE,
-                 band_dir: str | Path = ".", heldout: Iterable[str] = ()) -> dict[str, Any]:
+                 band_dir: str | Path = ".", heldout: Iterable[str] = (), allow_predictions: bool = False
+                 ) -> dict[str, Any]:
     """The band.json content for N ≥ 2 sweep folders (see module docstring); `heldout`: the ``task/member``
-    keys of held-out members, whose figures are their own block (``heldout``) beside the tuned ones."""
+    keys of held-out members, whose figures are their own block (``heldout``) beside the tuned ones.
+    Inputs that cannot measure noise are refused (`check_repeats`, `check_independent`)."""
     if len(sweeps) < 2:
         raise UsageError(f"a band needs at least 2 sweeps, got {len(sweeps)}")
     roots = [Path(s) for s in sweeps]
@@ -192,6 +252,7 @@ def compute_band(sweeps: Sequence[str | Path], *, tasks: Iterable[str] | None = 
         data.append({t: per[lab] for t, per in d.items() if lab in per})
         infos.append(_sweep_info(root, lab, Path(band_dir)))
     check_repeats(roots, labels, tasks)
+    check_independent(roots, labels, tasks, allow_predictions=allow_predictions)
     heldout = frozenset(heldout)
     out_tasks: dict[str, Any] = {}
     for task in sorted(set().union(*(d.keys() for d in data))):
@@ -313,7 +374,7 @@ class SweepFailed(EvalkitError):
 def measure(opts: Any, *, specs: Sequence[Any] = (), from_runs: Sequence[Path] = (), runs_dir: Path = Path("runs"),
             out: Path | None = None, label: str | None = None, readme: Path | None = None, seed: int = SEED,
             resamples: int = RESAMPLES, confidence: float = CONFIDENCE, allow_failures: bool = False,
-            on_sweep: Callable[[int, int, Any, Path], Any] | None = None,
+            allow_predictions: bool = False, on_sweep: Callable[[int, int, Any, Path], Any] | None = None,
             on_swept: Callable[[Any], Any] | None = None) -> Measured:
     """`evalkit band`: run one sweep per backend spec in `specs` (each with `opts`, a `runner.RunOptions`),
     or read `from_runs`; compute the band over them, write it (default ``<corpus>/band.json``) and, with
@@ -346,7 +407,8 @@ def measure(opts: Any, *, specs: Sequence[Any] = (), from_runs: Sequence[Path] =
             raise SweepFailed(max(failed))
     path = Path(out or band_path(opts.corpus))
     band = compute_band(roots, tasks=opts.tasks, label=label, seed=seed, resamples=resamples, confidence=confidence,
-                        band_dir=path.parent, heldout=heldout_keys(opts.corpus, opts.tasks))
+                        band_dir=path.parent, heldout=heldout_keys(opts.corpus, opts.tasks),
+                        allow_predictions=allow_predictions)
     write_band(path, band)
     md = render_markdown(band)
     if readme:

@@ -51,6 +51,11 @@ class LimitExceeded(CorpusError):
     the file and the limit, and how to raise it."""
 
 
+class NonFinite(CorpusError):
+    """A NaN or Infinity on its way into a JSON file (JSON has neither; strict parsers refuse them):
+    refused, naming the file and the key path, before anything is written (`evalkit.jsonio`)."""
+
+
 class InvalidCorpus(CorpusError):
     """Several problems found at once (by `evalkit validate` or strict loading)."""
 
@@ -73,6 +78,13 @@ class SourceMissing(EvalkitError):
 
 class BackendError(EvalkitError):
     exit_code = EXIT_BACKEND
+
+
+class MissingKey(BackendError):
+    """A live backend's API key variable is not set: a fix on the command line (exit 2), found before any
+    member runs (`evalkit.backends.resolve.missing_keys`), not a provider failure."""
+
+    exit_code = EXIT_USAGE
 
 
 class CassetteError(EvalkitError):

@@ -19,10 +19,12 @@ written again. `history_frame` / `trend_frame` read it back for the trend charts
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from . import jsonio
 from .runfolder import scan, sweep_of
 from .scoreboard import _selected, locked, numeric_metrics
 from .status import ERROR, SCORED, failure_of
@@ -40,6 +42,11 @@ def index_path(run_dir: str | Path) -> Path:
 
 def _key(line: dict[str, Any]) -> tuple:
     return (line.get("run_id"), line.get("time"), line.get("task"), line.get("member"), line.get("backend"))
+
+
+def _finite(value: Any) -> Any:
+    """A NaN / Infinity (in a score.json written before evalkit refused them) as null: no figure."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def history_lines(run_result: Any) -> list[dict[str, Any]]:
@@ -61,8 +68,9 @@ def history_lines(run_result: Any) -> list[dict[str, Any]]:
             "member": s.member,
             "backend": s.backend,
             "model": (ext.get("backend") or {}).get("model"),
-            **({"status": SCORED, "score": score.get("score"), "passed": score.get("passed"),
-                "metrics": numeric_metrics(score.get("metrics") or {})} if failed is None else
+            **({"status": SCORED, "score": _finite(score.get("score")), "passed": score.get("passed"),
+                "metrics": {k: _finite(v) for k, v in numeric_metrics(score.get("metrics") or {}).items()}}
+               if failed is None else
                {"status": ERROR, "cause": failed.cause, "message": failed.message}),
             "cost": {k: run.get(k) for k in ("input_tokens", "output_tokens", "usd", "calls")},
         })
@@ -99,7 +107,7 @@ def append_history(run_result: Any, index: str | Path | None = None) -> int:
             index.parent.mkdir(parents=True, exist_ok=True)
             with open(index, "a", encoding="utf-8") as f:
                 for line in new:
-                    f.write(json.dumps(line, sort_keys=True, ensure_ascii=False, separators=(",", ":")) + "\n")
+                    f.write(jsonio.line(line, index))
     return len(new)
 
 

@@ -13,6 +13,11 @@ so a Ctrl-C, which the terminal sends to the whole process group, cannot strike 
 Their initializer (`worker_signals`) ignores SIGINT (the main process decides) and answers SIGTERM by
 stopping its own children, running the cleanups registered with `on_stop` and leaving at once: no
 traceback, no half-written file.
+
+A worker also leaves that way when the process that started it dies, even by SIGKILL (`watch_parent`): an
+orphan would go on calling a paid model and running kernels nobody reads. It notices at once on Linux
+(``PR_SET_PDEATHSIG``), within `PARENT_POLL_S` elsewhere, then lets a call in flight (`finishing`) record
+its answer for up to `ORPHAN_GRACE_S` — an answer received is paid for, and the resumed sweep reuses it.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sys
+import threading
 import time
 from contextlib import contextmanager, suppress
 from multiprocessing.context import SpawnContext, SpawnProcess
@@ -27,10 +34,13 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 __all__ = ["Interrupted", "received", "handle_signals", "signals_blocked", "spawn_context", "worker_signals",
-           "on_stop", "stop_processes"]
+           "on_stop", "stop_processes", "watch_parent", "finishing"]
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 POOL_GRACE_S = 1.0  # a stopped worker's time to stop its own children and clean up before SIGKILL
+PARENT_POLL_S = 0.2  # how often an orphaned worker looks for its parent where the OS cannot tell it at once
+ORPHAN_GRACE_S = 1.5  # an orphaned worker's time to record the answer of a call in flight (then it leaves)
+PARENT_GONE = signal.SIGHUP  # the signal Linux sends a worker when its parent dies: only a cue to look
 _CAN_MASK = hasattr(signal, "pthread_sigmask")
 
 
@@ -114,27 +124,89 @@ def worker_signals(grace: float = 0.0) -> None:
         return
 
     def leave(signum: int, frame: Any) -> None:
-        import multiprocessing.util
-
-        import psutil
-
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # the pool may terminate us again: once is enough
-        logging.disable(logging.CRITICAL)  # a notebook thread seeing its kernel go says nothing: we are leaving
-        try:
-            stop_processes([c.pid for c in psutil.Process().children()], grace)
-            for fn in reversed(_cleanups):
-                with suppress(Exception):  # leaving anyway: the next cleanup still runs
-                    fn()
-            # What multiprocessing does at a normal exit: release this process's semaphores (its own pools'),
-            # so the resource tracker has no "leaked semaphore" warning to print.
-            getattr(multiprocessing.util, "_run_finalizers", lambda _: None)(0)
-        finally:
-            os._exit(128 + signum)  # no interpreter teardown: nothing half-done gets to print or write
+        _leave(128 + signum, grace)
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, leave)
     if _CAN_MASK:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
+_leaving = threading.Lock()
+
+
+def _leave(status: int, grace: float) -> None:
+    """Stop this worker's children (SIGKILL after `grace` s), run the `on_stop` cleanups, exit with `status`."""
+    import multiprocessing.util
+
+    import psutil
+
+    _leaving.acquire()  # once: a SIGTERM while the parent watch is leaving waits here for the exit
+    logging.disable(logging.CRITICAL)  # a notebook thread seeing its kernel go says nothing: we are leaving
+    try:
+        stop_processes([c.pid for c in psutil.Process().children()], grace)
+        for fn in reversed(_cleanups):
+            with suppress(Exception):  # leaving anyway: the next cleanup still runs
+                fn()
+        # What multiprocessing does at a normal exit: release this process's semaphores (its own pools'),
+        # so the resource tracker has no "leaked semaphore" warning to print.
+        getattr(multiprocessing.util, "_run_finalizers", lambda _: None)(0)
+    finally:
+        os._exit(status)  # no interpreter teardown: nothing half-done gets to print or write
+
+
+_busy: list[Callable[[], bool]] = []
+
+
+@contextmanager
+def finishing(busy: Callable[[], bool]) -> Iterator[None]:
+    """Inside the block, an orphaned worker (`watch_parent`) waits while `busy()` is true (a paid call in
+    flight, whose answer is about to be recorded), `ORPHAN_GRACE_S` at most, before it leaves."""
+    _busy.append(busy)
+    try:
+        yield
+    finally:
+        _busy.remove(busy)
+
+
+def watch_parent(parent: int | None = None, grace: float = 0.0, orphan_grace: float = ORPHAN_GRACE_S) -> None:
+    """Leave (`_leave`: children stopped, cleanups run) once `parent` (default: the process that started this
+    one) is gone, however it died: a daemon thread looks every `PARENT_POLL_S`; on Linux the kernel also sends
+    `PARENT_GONE` the moment it dies (``PR_SET_PDEATHSIG``), which only wakes that thread. A worker's call in
+    flight (`finishing`) gets `orphan_grace` s to record its answer first."""
+    import multiprocessing
+
+    if parent is None:
+        known = multiprocessing.parent_process()  # the spawner's pid, even if it died before we got here
+        parent = known.pid if known is not None else os.getppid()
+    cue = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(PARENT_GONE, lambda signum, frame: cue.set())  # a hangup alone, parent alive, changes nothing
+        _death_signal(PARENT_GONE)
+
+    def watch() -> None:
+        while os.getppid() == parent:  # re-parented: the parent died
+            cue.wait(PARENT_POLL_S)
+            cue.clear()
+        deadline = time.monotonic() + orphan_grace
+        while any(busy() for busy in list(_busy)) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        _leave(128 + PARENT_GONE, grace)
+
+    threading.Thread(target=watch, name="evalkit-parent-watch", daemon=True).start()
+
+
+def _death_signal(signum: int) -> None:
+    """Linux: have the kernel send `signum` to this process when its parent dies (elsewhere: nothing)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signum), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # no prctl (another libc): the watch thread's polling still works
+        pass
 
 
 @contextmanager

@@ -11,6 +11,10 @@ A full disk (ENOSPC, EDQUOT) or a folder it may not write (EACCES, EROFS) is a `
 naming the file: the temp file is removed and the file it would have replaced is untouched, so the
 same command resumes once space is freed. Reading is bounded (`evalkit.limits`): a JSON input's size
 (JSON_FILE_BYTES) is checked before it is read and its nesting (NESTING_DEPTH) before it is used.
+
+JSON has no NaN or Infinity (Python's json writes them, strict parsers refuse them): every JSON text
+evalkit writes goes through `encode` (``allow_nan=False``), and a non-finite number is `NonFinite`
+naming the file and the key path, with nothing written.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import contextvars
 import errno
 import hashlib
 import json
+import math
 import os
 import tempfile
 from contextlib import contextmanager
@@ -26,7 +31,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from . import limits
-from .errors import CorpusError, DiskFull, LimitExceeded
+from .errors import CorpusError, DiskFull, LimitExceeded, NonFinite
 
 PARTIAL_SUFFIX = ".tmp"
 # Writing that more space or permission would let through: the disk is full (or read-only, or not ours).
@@ -34,18 +39,47 @@ DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS})
 _fsync = contextvars.ContextVar("evalkit_fsync", default=True)  # False inside `unsynced` (per thread: Dask's too)
 
 
-def dumps(data: Any) -> str:
-    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+def nonfinite_path(data: Any, at: str = "") -> str | None:
+    """The key path (``a.b[2]``) of the first NaN / Infinity in `data`, or None when there is none."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return at or "(the value itself)"
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, (list, tuple)) else ()
+    for k, v in items:
+        found = nonfinite_path(v, f"{at}[{k}]" if isinstance(k, int) else f"{at}.{k}" if at else str(k))
+        if found:
+            return found
+    return None
+
+
+def encode(data: Any, where: str | Path = "JSON", **kwargs: Any) -> str:
+    """``json.dumps(data, ensure_ascii=False, **kwargs)`` refusing NaN / Infinity: `NonFinite` naming
+    `where` (the file) and the key path."""
+    try:
+        return json.dumps(data, ensure_ascii=False, allow_nan=False, **kwargs)
+    except ValueError:
+        at = nonfinite_path(data)
+        if at is None:
+            raise
+        raise NonFinite(f"{where}: {at} is not a finite number, which JSON cannot hold; nothing was written") from None
+
+
+def dumps(data: Any, where: str | Path = "JSON") -> str:
+    return encode(data, where, indent=2, sort_keys=True) + "\n"
+
+
+def line(data: Any, where: str | Path = "JSON") -> str:
+    """One compact JSONL line (sorted keys), newline-terminated."""
+    return encode(data, where, sort_keys=True, separators=(",", ":")) + "\n"
 
 
 def canonical_sha(data: Any) -> str:
     """SHA-256 hex of data as canonical JSON (sorted keys, compact, UTF-8): the key of a request or record."""
-    canon = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    canon = encode(data, "a request", sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canon.encode("utf-8")).hexdigest()
 
 
 def write_json(path: str | Path, data: Any) -> None:
-    write_text(path, dumps(data))
+    write_text(path, dumps(data, path))
 
 
 def _temp_beside(path: Path) -> tuple[int, str]:

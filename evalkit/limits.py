@@ -64,7 +64,9 @@ class Limit:
 
 DOCUMENT_BYTES = Limit("document_bytes", 16 * MiB, "bytes", "a member's source document (each file of it)",
                        "that member refused (cause `invalid_input`, exit 3) in a run, a problem in `validate`; the others go on")
-ANSWER_BYTES = Limit("answer_bytes", 8 * MiB, "bytes", "one answer: a provider's response body or a pipeline's result")
+ANSWER_BYTES = Limit("answer_bytes", 8 * MiB, "bytes", "one answer: a provider's response body or a pipeline's result",
+                     "refused from its Content-Length or as it arrives: `error` (cause `provider_error`, or "
+                     "`pipeline_result_invalid` for a pipeline, exit 5), never held whole in memory")
 YAML_BYTES = Limit("yaml_bytes", 4 * MiB, "bytes", "a corpus YAML file (task.yaml, manifest.yaml, truth.yaml, ontology)",
                    "a one-line refusal naming the file and the limit (exit 3): `validate` lists it, `run` stops before any call")
 YAML_NODES = Limit("yaml_nodes", 1_000_000, "nodes", "the nodes a YAML file expands to, aliases counted each time used",
@@ -73,9 +75,14 @@ JSON_FILE_BYTES = Limit("json_file_bytes", 64 * MiB, "bytes", "a JSON file read 
                         "that member × backend an `error` (cause `limit_exceeded`, exit 5); the others are scored")
 NESTING_DEPTH = Limit("nesting_depth", 200, "levels", "nesting of any YAML or JSON value (answers included)",
                        "a YAML or JSON input: as its size limit; an answer text: `malformed` (scored as the model's output)")
-READ_DEADLINE_S = Limit("read_deadline_s", 600, "seconds", "the whole of one provider call, body included (a deadline, not an idle timeout)")
-PIPELINE_TIMEOUT_S = Limit("pipeline_timeout_s", 300, "seconds", "one call of a python: pipeline (wall clock)")
-PIPELINE_MEMORY_BYTES = Limit("pipeline_memory_bytes", 4096 * MiB, "bytes", "the address space of a python: pipeline's process")
+READ_DEADLINE_S = Limit("read_deadline_s", 600, "seconds", "the whole of one provider call, body included (a deadline, not an idle timeout)",
+                        "`error` (cause `timeout`, exit 5); each HTTP attempt is also bounded by the backend's own "
+                        "`timeout=`, body included")
+PIPELINE_TIMEOUT_S = Limit("pipeline_timeout_s", 300, "seconds", "one call of a python: pipeline (wall clock)",
+                           "its process killed: `error` (cause `timeout`, exit 5); also `--pipeline-timeout`")
+PIPELINE_MEMORY_BYTES = Limit("pipeline_memory_bytes", 4096 * MiB, "bytes", "the address space of a python: pipeline's process",
+                              "the allocation fails in the pipeline's own process: `error` (cause "
+                              "`pipeline_exception`, exit 5); evalkit and the other members go on")
 
 LIMITS: tuple[Limit, ...] = (DOCUMENT_BYTES, ANSWER_BYTES, YAML_BYTES, YAML_NODES, JSON_FILE_BYTES, NESTING_DEPTH,
                              READ_DEADLINE_S, PIPELINE_TIMEOUT_S, PIPELINE_MEMORY_BYTES)

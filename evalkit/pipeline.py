@@ -20,7 +20,7 @@ from . import runfolder
 from .backends import Backend, BackendContext, BackendSpec, Completion, Request
 from .backends.fake import FakeBackend
 from .corpus import DEFAULT_CORPUS, Member, Task, find_task, sources_dir
-from .jsonio import canonical_sha
+from .jsonio import canonical_sha, nonfinite_path
 from .models import Settings
 from .outschema import top_key, violations
 from .scoring import ScoreContext, ScoreResult
@@ -262,11 +262,15 @@ def score_extraction(member: Member, extraction: dict[str, Any], home: str | Pat
         if (extraction.get("backend") or {}).get("model") == FakeBackend.model and truth is None:
             line, _ = self_test_check(member, result)  # the self-test: say why it is not 100% PASS
             result.notes[:0] = [line] if line else []
-        return apply_verdict_policy(result, run, member.task.spec.verdict)
+        result = apply_verdict_policy(result, run, member.task.spec.verdict)
     except EvalkitError:
         raise
     except Exception as e:  # noqa: BLE001 - a scorer crash is that member's error
         return Failed(SCORING_CRASH, scrub(f"{type(e).__name__}: {e}", key_shaped=True))  # it may quote a key
+    at = nonfinite_path(result.to_json())
+    if at is not None:  # a NaN is not a score (and JSON cannot hold it): the scorer's bug, that member's error
+        return Failed(SCORING_CRASH, f"the scorer gave {at} a NaN or infinite value (use None for an undefined figure)")
+    return result
 
 
 def mark_violations(result: ScoreResult, broken: list[dict[str, Any]]) -> ScoreResult:

@@ -7,7 +7,7 @@ stands in each of them:
   input, model id, finish reason, raw HTTP body, error text), before the truncation retry, the
   failure sidecar or the `Completion` see it;
 * `backends.pyfunc.PythonBackend.complete` — a pipeline's answer (it may quote a provider; an
-  exception it raised may quote a key);
+  exception it raised may quote a key), and the end of what it printed (`pyfunc.Output.since`);
 * `cassette.completion_from_record` — a recorded answer, as it is replayed;
 * `backends.batch` — each answer of a provider batch (``--batch``), before `LiveBackend.finish`.
 

@@ -21,12 +21,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from . import chrome, runfolder
+from . import chrome, reportpages, runfolder
 from .errors import CorpusError
 from .jsonio import write_text
 from .overview import OVERVIEW_CSS, overview_html
 from .resources import TEMPLATES_DIR
-from .runfolder import COMPARE, EXTRACT_NB, REPORT, SCORE_NB, page
+from .reportpages import MEMBER, TASK
+from .runfolder import REPORT, SCORE_NB, page
 from .status import failure_of
 
 __all__ = ["render_notebook", "render_run", "render_index", "safe_svg", "clean_output_html", "TEMPLATES"]
@@ -202,7 +203,12 @@ def _run_root(path: Path, within: Path | None = None) -> Path:
             return p
         if within is not None and p == within:
             return within
-    return path.parents[3] if path.name in (EXTRACT_NB, SCORE_NB) and len(path.parents) > 3 else path.parents[1]
+    return path.parents[3] if _is(path, MEMBER) and len(path.parents) > 3 else path.parents[1]
+
+
+def _is(path: Path, level: str) -> bool:
+    """Whether `path` is a page (`evalkit.reportpages`) of that level of a run folder."""
+    return any(p.notebook == path.name for p in reportpages.at(level))
 
 
 def _up(n: int) -> list[str]:
@@ -239,16 +245,16 @@ def page_nav(run_dir: Path, path: Path, site: _Site | None = None) -> str:
         parts = (path.name,)
     depth = len(parts) - 1
     index = ("index", chrome.href(*_up(depth), runfolder.INDEX))
-    if depth == 1:  # <task>/report.ipynb, <task>/compare.ipynb
+    if depth == 1 and _is(path, TASK):  # <task>/report.ipynb, <task>/compare.ipynb
         task = parts[0]
         here = path.name
         crumbs = [index, (task, None if here == REPORT else chrome.href(page(REPORT).name))]
-        if here == COMPARE:
-            crumbs.append(("backend comparison", None))
-        links = [("backend comparison", chrome.href(page(COMPARE).name))] \
-            if here == REPORT and site.exists(path.parent / COMPARE) else []
+        if here != REPORT:
+            crumbs.append((reportpages.named(here).title, None))
+        links = [(p.title, chrome.href(p.html)) for p in reportpages.at(TASK)
+                 if here == REPORT and p.notebook != REPORT and site.exists(path.parent / p.notebook)]
         return chrome.nav(crumbs, links)
-    if depth != 3 or path.name not in (EXTRACT_NB, SCORE_NB):
+    if depth != 3 or not _is(path, MEMBER):
         return chrome.nav([index, (path.stem, None)])
     task, member, folder = parts[:3]
     results = site.results(run_dir, task)
@@ -256,11 +262,11 @@ def page_nav(run_dir: Path, path: Path, site: _Site | None = None) -> str:
     label = labels.get((member, folder), folder)
     crumbs = [index, (task, chrome.href("..", "..", page(REPORT).name)), (member, None), (label, None)]
     links: list[tuple[str, str | None]] = []
-    for nb, text in ((EXTRACT_NB, "extraction"), (SCORE_NB, "score")):
-        if nb == path.name:
-            links.append((text, None))
-        elif site.exists(path.parent / nb):
-            links.append((text, chrome.href(page(nb).name)))
+    for p in reportpages.at(MEMBER):
+        if p.notebook == path.name:
+            links.append((p.title, None))
+        elif site.exists(path.parent / p.notebook):
+            links.append((p.title, chrome.href(p.html)))
     for (m, f), other in sorted(labels.items()):
         if m == member and f != folder and site.exists(path.parent.parent / f / path.name):
             links.append((f"backend {other}", chrome.href("..", f, page(path.name).name)))
@@ -297,8 +303,9 @@ def render_notebook(path: str | Path, out: str | Path | None = None, run_dir: st
 # --------------------------------------------------------------------------- the run
 
 def _notebooks(run_dir: Path) -> list[Path]:
-    return sorted(p for p in run_dir.rglob("*.ipynb")
-                  if ".ipynb_checkpoints" not in p.parts and not p.name.endswith(".tmp"))
+    """The executed pages (`evalkit.reportpages`) under `run_dir`: any other notebook there is not a report page."""
+    names = {p.notebook for p in reportpages.PAGES}
+    return sorted(p for p in run_dir.rglob("*.ipynb") if p.name in names and ".ipynb_checkpoints" not in p.parts)
 
 
 def render_run(run_dir: str | Path, on_done: Any = None) -> list[Path]:
@@ -343,9 +350,8 @@ def render_index(run_dir: str | Path) -> Path:
         if not rows and not has_report:
             continue
         out.append(f"<h2>{e(task_dir.name)}</h2>")
-        links = [f'<a href="{chrome.href(task_dir.name, page(nb).name)}">{label}</a>'
-                 for nb, label in ((REPORT, "task report"), (COMPARE, "backend comparison"))
-                 if (task_dir / page(nb)).is_file() or (task_dir / nb).is_file()]
+        links = [f'<a href="{chrome.href(task_dir.name, p.html)}">{p.title}</a>' for p in reportpages.at(TASK)
+                 if (task_dir / p.html).is_file() or (task_dir / p.notebook).is_file()]
         if links:
             out.append(f"<p>{' · '.join(links)}</p>")
         out.append("<table><thead><tr><th>member</th><th>backend</th><th>score</th><th>verdict</th>"
@@ -363,9 +369,9 @@ def render_index(run_dir: str | Path) -> Path:
                 v = "n/a" if s.get("passed") is None else ("PASS" if s["passed"] else "FAIL")
                 verdict = f'<span class="{v if v != "n/a" else "missing"}">{v}</span>'
             links, folder = [], (task_dir.name, r["member"], r["folder"])
-            for nb, text in ((EXTRACT_NB, "extraction"), (SCORE_NB, "score")):
-                if nb in r["names"] or page(nb).name in r["names"]:
-                    links.append(f'<a href="{chrome.href(*folder, page(nb).name)}">{text}</a>')
+            for p in reportpages.at(MEMBER):
+                if p.notebook in r["names"] or p.html in r["names"]:
+                    links.append(f'<a href="{chrome.href(*folder, p.html)}">{p.title}</a>')
             first = links[-1] if links else None
             member = (f'<a href="{chrome.href(*folder, page(SCORE_NB).name)}">{e(r["member"])}</a>'
                       if first and SCORE_NB in r["names"] else e(r["member"]))

@@ -94,7 +94,35 @@ class RunOptions:
     batch: bool = False  # run only: --batch, provider batch APIs for the uncached calls (evalkit.backends.batch)
     scheduler: str | None = None  # --scheduler local[:N]|tcp://HOST:PORT: Dask runs the work (evalkit.scheduler)
     shared: str | None = None  # set by a sweep under --scheduler: the name of the call limit and budget its members share
-    in_sweep: bool = False  # set by a sweep for each member: no lock or resume marker of its own (the sweep's cover it)
+    in_sweep: bool = False  # set by a sweep for each member: no lock or resume marker of its own (the sweep's cover
+    # it); it reuses the extractions its sweep kept in its folder (`sweep._clear`)
+
+
+def run_options(*, corpus: str | Path | None = None, backends=(), sources: str | Path | None = None, tasks=(),
+                only=(), out: str | Path | None = None, workers: int | None = None, update_board: bool = False,
+                board: str | Path | None = None, record=(), **given: Any) -> RunOptions:
+    """The one way to `RunOptions` from a caller's values, the command line's and `evalkit.run`'s alike (so both
+    write the same files): backends parsed, defaults filled in (the bundled corpus, ``$EVALKIT_SOURCES``, every
+    core), empty selections as None, the scoreboard to write (`update_board`, default ``<corpus>/scoreboard.json``)
+    and the history every run appends to (``runs/index.jsonl``). A live backend without its API key stops here,
+    before any member runs (`MissingKey`, exit 2); a dry run shows it among its plan's guards instead."""
+    from .backends.resolve import missing_keys
+    from .corpus import DEFAULT_CORPUS, sources_dir
+    from .scoreboard import board_path
+
+    corpus = Path(corpus or DEFAULT_CORPUS)
+    specs = [b if isinstance(b, BackendSpec) else BackendSpec.parse(b) for b in backends]
+    if not given.get("dry_run"):
+        missing_keys(specs)
+    if out is not None and (file := next((p for p in (Path(out), *Path(out).parents) if p.is_file()), None)):
+        raise UsageError(f"--out {out}: {file} is a file, not a folder: name a run folder (new, or one to add to)")
+    opts = RunOptions(corpus=corpus, backends=specs, sources=sources_dir(sources), tasks=list(tasks or ()) or None,
+                      only=list(only or ()) or None, out=Path(out) if out is not None else None,
+                      board=Path(board or board_path(corpus)) if update_board else None, record=list(record or ()),
+                      history=True, **given)
+    if workers:
+        opts.workers = workers
+    return opts
 
 
 @dataclass
@@ -391,6 +419,7 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
     the_plan = plan(resolved, requests, prices, require_prices=budgeted, judge=judge_resolved,
                     strict_replay=opts.strict_replay, batch=opts.batch)
     uncovered = {(b.label, key) for b in the_plan.backends for key in b.not_covered}
+    why_uncovered = {(b.label, key): why for b in the_plan.backends for key, why in b.not_covered_why.items()}
     if opts.dry_run:
         return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), plan=the_plan, strict=opts.strict)
     if not cleared:  # nothing passed the gate: construct no backend at all
@@ -403,8 +432,8 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
         from .scheduler import connect
 
         cluster = held.enter_context(connect(opts.scheduler))
-    resuming = False
-    if not opts.in_sweep:  # a sweep holds its members' folders, and runs a member that did not finish afresh
+    resuming = opts.in_sweep  # a sweep member reuses the paid answers its sweep kept (`sweep._clear`)
+    if not opts.in_sweep:  # a sweep holds its members' folders
         held.enter_context(hold(run_dir))
         resuming = runfolder.is_unfinished(run_dir)
         runfolder.mark_unfinished(run_dir, datetime.now(timezone.utc).isoformat(timespec="seconds"))
@@ -416,7 +445,8 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
         for b, r in zip(backends, resolved):
             if (b.label, m.key) in uncovered:  # the cassette has no recording of it: not scored, not an error
                 outcomes.append(Outcome(m.task.id, m.id, b.label, NOT_COVERED, cause=NOT_COVERED,
-                                        message=f"no recording of this request in {r.cassette}"))
+                                        message=f"no recording of this request in {r.cassette}"
+                                        + (f": {w}" if (w := why_uncovered.get((b.label, m.key))) else "")))
                 continue
             homes.append(Home.of(run_dir, m, b.label))
             if resuming and _reusable(homes[-1].dir, request, b.spec):

@@ -31,7 +31,7 @@ EXAMPLE_TASK = "invoices"
 EXAMPLE_MEMBER = "example-invoice"
 
 TASK_YAML = """\
-# One task: what to extract from each document, and how to score it. Format: docs/corpus-format.md
+# One task: what to extract from each document, and how to score it. Format: `evalkit docs corpus-format`
 # in the evalkit documentation; `evalkit validate` lints it.
 id: invoices
 description: >-
@@ -62,7 +62,7 @@ schema:
       type: array
       items: {type: string, maxLength: 120}
 
-scorer: fields   # flat fields; graph and tree scorers exist too (docs/corpus-format.md)
+scorer: fields   # flat fields; graph and tree scorers exist too (`evalkit docs corpus-format`)
 threshold: 0.9   # a member PASSes when its score is at least this (and the gate agrees)
 settings:
   max_tokens: 256   # the record is short; a cap keeps a small local model from rambling on
@@ -130,7 +130,8 @@ Next commands, from this folder:
     evalkit band --from-run runs/sweep-a --from-run runs/sweep-b   # the noise band, from two sweeps
     evalkit check --backend mine=...              # exit 1 when a metric drops beyond its band
 
-A walk through all of it: docs/tutorial.md of evalkit.
+A walk through all of it: the tutorial shipped with evalkit (`evalkit docs tutorial` prints its path;
+`evalkit docs` lists every page: the corpus format, authoring truth, the scoreboard, …).
 
 Each run writes a folder under runs/: its notebooks and an HTML report (the command prints its path).
 """
@@ -216,7 +217,7 @@ def new_member(corpus: str | Path, task_id: str, file: str | Path, member_id: st
     task = find_task(Path(corpus), task_id)
     if task.spec.scorer != "fields":
         raise UsageError(f"{task_id}: new-member writes truth skeletons for `fields` tasks; this task's scorer "
-                         f"is {task.spec.scorer!r} (write its truth.yaml by hand: docs/corpus-format.md)")
+                         f"is {task.spec.scorer!r} (write its truth.yaml by hand: `evalkit docs corpus-format`)")
     member = task.dir / check_name(member_id or _slug(file.stem), "a member id")
     if member.exists():
         raise UsageError(f"{member}: already exists (pass another member id)")
@@ -225,7 +226,7 @@ def new_member(corpus: str | Path, task_id: str, file: str | Path, member_id: st
     shutil.copyfile(file, doc)
     write_text(member / "manifest.yaml", _manifest(
         file.stem, doc.name, sha256_file(doc), "LicenseRef-unknown", "TODO: who may use this document, and how",
-        # Placeholders `evalkit validate` names until they are filled in (docs/authoring.md).
+        # Placeholders `evalkit validate` names until they are filled in (`evalkit docs authoring`).
         {"authored_by": "TODO", "verified_by": "TODO", "adversarial_pass": "TODO",
          "date": _dt.date.today().isoformat()}))
     write_text(member / "truth.yaml", truth_skeleton(task))

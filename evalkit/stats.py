@@ -60,10 +60,10 @@ def sub_seed(seed: int, *parts: str) -> list[int]:
 
 
 def as_number(value: Any) -> float | None:
-    """Numbers and booleans as float; None, NaN and anything else as None."""
+    """Numbers and booleans as float; None, NaN, ±Infinity and anything else as None."""
     if isinstance(value, bool):
         return float(value)
-    if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)):
+    if isinstance(value, (int, float)) and not (isinstance(value, float) and not math.isfinite(value)):
         return float(value)
     return None
 

@@ -29,16 +29,19 @@ A failure is never a number. Every member × backend of a run ends in one status
 
 The cause of an error (one word, for filtering; the message says the rest):
 
-=====================  ===========================================================
-``provider_error``      the provider answered with an error after its retries
-``timeout``             the provider did not answer in time (after its retries)
-``pipeline_exception``  a ``python:`` pipeline raised
-``budget_stop``         ``--max-usd`` was reached before the call started
-``missing_prediction``  ``predictions:dir`` holds no file for the member
-``limit_exceeded``      the answer (a prediction file, say) is larger or deeper than its bound (`evalkit.limits`)
-``scoring_crash``       the scorer raised
-``notebook_failed``     the member's extract or score notebook could not be executed
-=====================  ===========================================================
+===========================  ===================================================================================
+``provider_error``           the provider answered with an error after its retries
+``timeout``                  the provider did not answer in time (after its retries), or a ``python:`` pipeline
+``pipeline_exception``       a ``python:`` pipeline raised, exited or crashed (its process died: a signal, the
+                             memory cap)
+``pipeline_result_invalid``  a ``python:`` pipeline returned what cannot be JSON (bytes, a set, a date, a
+                             tuple key, a cycle, NaN) or an answer over the ``answer_bytes`` limit
+``budget_stop``              ``--max-usd`` was reached before the call started
+``missing_prediction``       ``predictions:dir`` holds no file for the member
+``limit_exceeded``           the answer (a prediction file, say) is larger or deeper than its bound (`evalkit.limits`)
+``scoring_crash``            the scorer raised
+``notebook_failed``          the member's extract or score notebook could not be executed
+===========================  ===================================================================================
 
 A replay request with no recording is not among them either: it is ``not_covered``.
 
@@ -63,6 +66,8 @@ PARSE_OUTCOMES = (OK, MALFORMED, TRUNCATED, SCHEMA_INVALID)
 PROVIDER_ERROR = "provider_error"
 TIMEOUT = "timeout"
 PIPELINE_EXCEPTION = "pipeline_exception"
+PIPELINE_RESULT_INVALID = "pipeline_result_invalid"
+_PIPELINE_CAUSES = (TIMEOUT, PIPELINE_RESULT_INVALID)  # a python: error naming its cause first ("timeout: ...")
 BUDGET_STOP = "budget_stop"
 MISSING_PREDICTION = "missing_prediction"
 SCORING_CRASH = "scoring_crash"
@@ -118,7 +123,8 @@ def classify(completion: Any, provider: str | None) -> Failed | None:
     if error.startswith(LIMIT_PREFIX):
         return Failed(LIMIT_EXCEEDED, error[len(LIMIT_PREFIX):].strip())
     if provider == "python":
-        return Failed(PIPELINE_EXCEPTION, error)
+        cause, sep, rest = error.partition(": ")
+        return Failed(cause, rest) if sep and cause in _PIPELINE_CAUSES else Failed(PIPELINE_EXCEPTION, error)
     if provider == "predictions":
         return Failed(MISSING_PREDICTION, error)
     if error.split(":", 1)[0].strip() in _TIMEOUTS:

@@ -28,7 +28,10 @@ whose source fails its integrity check is never current: it is re-run, and refus
 A sweep holds its folder (`runfolder.hold`): a second sweep into it is refused while the first
 lives. SIGINT/SIGTERM stop the member workers (and their notebook workers and kernels) at once;
 sweep.json keeps every member that finished, so the same command finishes the rest (after a SIGKILL, all but
-those of the last `SAVE_EVERY_S` seconds, which it runs again).
+those of the last `SAVE_EVERY_S` seconds, which it runs again). A SIGKILLed sweep's workers leave by themselves
+within about two seconds, kernels included (`interrupt.watch_parent`), once a call in flight has recorded its
+answer; a member run again reuses each paid answer (a live model's) its folder holds for the same request and
+backend spec (`_clear`; under ``--force`` only in members sweep.json has no record of), so none is paid twice.
 """
 
 from __future__ import annotations
@@ -192,16 +195,61 @@ def _outcome(d: dict[str, Any]) -> Outcome:
     return Outcome(**{k: d.get(k, v) for k, v in asdict(Outcome("", "", "", "")).items()})
 
 
-def _member_job(opts: RunOptions) -> dict[str, Any]:
-    """Worker: run one member (`opts` selects it) into its own run folder, afresh. Never raises."""
+def _paid(spec: BackendSpec) -> bool:
+    """Whether a backend's answers cost a model call that nothing local can make again (a cassette, a predictions
+    folder or the fake backend answer again for free, and may have changed since)."""
+    from .backends.providers import provider
+
+    try:
+        prov = provider(spec.kind)
+    except EvalkitError:
+        return False
+    return prov.live and prov.metered and not spec.files()
+
+
+def _clear(opts: RunOptions, reuse: bool) -> None:
+    """Empty a member's run folder of an earlier run's files, but (with `reuse`) each paid backend's
+    extraction.json: the member's run reuses one that answers the same request with the same spec
+    (`runner._reusable`), so an answer a stopped sweep received is never paid for twice."""
+    out = Path(opts.out)
+    if not out.exists():
+        return
+    keep = {runfolder.member_dir(out, opts.tasks[0], opts.only[0], spec.label) / runfolder.EXTRACTION
+            for spec in opts.backends if reuse and _paid(spec)}
+    if not any(p.is_file() for p in keep):
+        shutil.rmtree(out)
+        return
+    for p in sorted(out.rglob("*"), key=lambda p: len(p.parts), reverse=True):  # a folder after what it holds
+        if p.is_dir() and not p.is_symlink():
+            if not any(p.iterdir()):
+                p.rmdir()
+        elif p not in keep:
+            p.unlink()
+
+
+def _member_job(opts: RunOptions, reuse: bool = False) -> dict[str, Any]:
+    """Worker: run one member (`opts` selects it) into its own run folder, afresh but for the paid answers
+    `_clear` keeps. Never raises. Orphaned (the sweep killed), the worker first lets a call in flight record
+    its answer (`interrupt.finishing`)."""
+    from .interrupt import finishing
     from .jsonio import unsynced
     from .runner import run
 
+    calling = [False]
+
+    def progress(phase: str, total: int) -> Callable[[], None]:
+        left = [total]
+        calling[0] = phase == "extracting" and total > 0
+
+        def tick() -> None:
+            left[0] -= 1
+            calling[0] = calling[0] and left[0] > 0  # an answer is recorded before its tick
+        return tick
+
     try:
-        if opts.out.exists():
-            shutil.rmtree(opts.out)  # no stale files from an earlier run of this member
-        with unsynced():  # made durable by the sync before the sweep.json that records the member
-            return {"outcomes": [asdict(o) for o in run(opts).outcomes]}
+        _clear(opts, reuse)  # no stale files from an earlier run of this member
+        with unsynced(), finishing(lambda: calling[0]):  # made durable by the sync before the sweep.json recording it
+            return {"outcomes": [asdict(o) for o in run(opts, progress).outcomes]}
     except EvalkitError as e:
         return {"crash": str(e), "exit_code": e.exit_code}
     except BaseException as e:  # noqa: BLE001 - a worker reports, it never takes the sweep down
@@ -365,7 +413,11 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
         held.callback(forget, cluster, shared)
     held.enter_context(runfolder.hold(sweep_dir))
     try:
-        run_all([(_member_job, (o,)) for o in member_opts], max(1, opts.workers), on_done=record, scheduler=cluster)
+        # Paid answers are reused, but under --force by the members this sweep folder has no record of: those a
+        # stopped sweep was running (`_clear`).
+        reuse = [not opts.force or f"{t}/{m}" not in on_disk for t, m, _ in todo]
+        run_all([(_member_job, (o, r)) for o, r in zip(member_opts, reuse)], max(1, opts.workers), on_done=record,
+                scheduler=cluster)
     except KeyboardInterrupt:  # SIGINT/SIGTERM: the member workers are stopped by now
         from .interrupt import signals_blocked
         from .jsonio import remove_partials

@@ -17,7 +17,8 @@ Inside a worker, `run_all` runs its calls itself, one after another: a pool ther
 one more process between the worker and what it starts (a sweep member's notebook kernels).
 
 An interrupt (SIGINT/SIGTERM, `evalkit.interrupt`) stops the pool at once (`stop_pool`): queued calls
-cancelled, workers and everything they started killed, not waited for.
+cancelled, workers and everything they started killed, not waited for. A worker whose parent dies without
+stopping it (SIGKILL, a crash) leaves by itself, its kernels with it (`interrupt.watch_parent`).
 
 With a `scheduler` (an open `evalkit.scheduler.Cluster`: ``--scheduler``) the same calls run as Dask tasks
 instead, with the same results, order and `on_done` (see `evalkit.scheduler`); the local pool is the default.
@@ -30,7 +31,8 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Sequence
 
-from .interrupt import POOL_GRACE_S, signals_blocked, spawn_context, stop_processes, worker_signals
+from .interrupt import (POOL_GRACE_S, signals_blocked, spawn_context, stop_processes, watch_parent,
+                        worker_signals)
 
 __all__ = ["WorkerDied", "run_all", "stop_pool", "in_worker"]
 
@@ -55,6 +57,7 @@ def _start(initializer: Callable[..., None], initargs: tuple) -> None:
     global _in_worker
     _in_worker = True
     initializer(*initargs)
+    watch_parent()  # an orphan leaves: no paid call, no kernel goes on for a parent that is gone
 
 
 def stop_pool(pool: ProcessPoolExecutor, grace: float = POOL_GRACE_S) -> None:

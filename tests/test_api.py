@@ -53,3 +53,21 @@ def test_import_evalkit_stays_cheap():
     code = "import sys, evalkit; print('evalkit.api' in sys.modules, 'pandas' in sys.modules, callable(evalkit.run))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "False", "True"]
+
+
+def _files(root):
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+
+
+def test_the_api_and_the_cli_write_the_same_files_history_included(tmp_path):
+    """`evalkit.run` and `evalkit run` build their options with one function: same run folder, same history."""
+    for name in ("api", "cli"):
+        init_project(tmp_path / name)
+    evalkit.run(tmp_path / "api" / "corpus", ["fake"], out=tmp_path / "api" / "runs" / "r", html=False, workers=1)
+    subprocess.run([sys.executable, "-m", "evalkit.cli", "run", "--backend", "fake", "--corpus", "corpus", "--out", "runs/r",
+                    "--no-html", "--workers", "1"], cwd=tmp_path / "cli", capture_output=True, text=True, check=True)
+    api, cli = _files(tmp_path / "api" / "runs"), _files(tmp_path / "cli" / "runs")
+    assert "index.jsonl" in api and "r/run.json" in api
+    assert api == cli
+    history = [json.loads(line) for line in (tmp_path / "api" / "runs" / "index.jsonl").read_text().splitlines()]
+    assert [(h["task"], h["member"], h["status"]) for h in history] == [(EXAMPLE_TASK, EXAMPLE_MEMBER, "scored")]

@@ -120,15 +120,20 @@ def test_http_error_lands_in_sidecar_and_the_run_goes_on(oai, tmp_path):
     assert [r["member"] for r in load_records(cas)] == ["demo/m2"]
 
 
-def test_malformed_body_and_malformed_content(oai, tmp_path):
+def test_a_body_that_is_no_answer_is_an_error_and_malformed_content_is_the_models(oai, tmp_path):
+    """A 200 HTML page is retried like a 5xx, then an error (never parsed as the model's output, never recorded);
+    a chat completion whose text holds no JSON is the model's real, malformed answer."""
     cas = tmp_path / "m.jsonl"
-    oai.script += [{"raw": "<html>502 from a proxy, not JSON"}, {"content": "Sorry, I cannot help with that."}]
+    oai.script += [{"raw": "<html>502 from a proxy, not JSON", "headers": {"content-type": "text/html"}}] * 3
+    oai.script.append({"content": "Sorry, I cannot help with that."})
     backends = build_backends(specs(spec(oai)), [f"o={cas}"])
     a, b = run_jobs([Job(backends[0], req("demo/a")), Job(backends[0], req("demo/b", user="b"))], max_concurrency=1)
-    assert a.record is None and a.parse == "malformed" and a.error.startswith("unreadable response body")
+    assert a.record is None and a.parse == "error" and a.raw == ""
+    assert a.error.startswith("not_an_answer: HTTP 200 text/html body is not a chat completion (not JSON")
+    assert oai.count == 4  # the first call and its two retries (max_retries=2), then b
     assert b.record is None and b.parse == "malformed" and b.error is None
     fails = read_failures(cas)
-    assert [(f["member"], f["classification"]) for f in fails] == [("demo/a", "malformed"), ("demo/b", "malformed")]
+    assert [(f["member"], f["classification"]) for f in fails] == [("demo/a", "not_an_answer"), ("demo/b", "malformed")]
     assert fails[0]["raw_body"] == "<html>502 from a proxy, not JSON"
     assert "Sorry, I cannot help" in fails[1]["raw_body"]
     # the unreadable body is not a model answer: only b (the model's real, malformed answer) is recorded

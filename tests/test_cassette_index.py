@@ -221,7 +221,7 @@ def test_an_index_that_no_longer_fits_the_file_is_caught_at_replay(indexed, tmp_
     cas.write_bytes(edited)
     os.utime(cas, ns=(st.st_atime_ns, st.st_mtime_ns))
     c = Cassette.load(cas)
-    with pytest.raises(CassetteCorrupt, match=rf"c.jsonl:21: .*no longer holds record {key}.*delete .*c.idx"):
+    with pytest.raises(CassetteCorrupt, match=rf"c.jsonl:22: .*no longer holds record {key}.*delete .*c.idx"):
         c.take(key)
 
 
@@ -232,7 +232,7 @@ def test_torn_last_line_with_an_index(indexed, scans, tmp_path, capsys):
     cas.write_bytes(whole[:-40])
     for _ in range(2):  # one pass, then the saved index: the same warning, the same records
         c = Cassette.load(cas)
-        assert "torn.jsonl: line 3 is torn" in capsys.readouterr().err and len(c) == 2
+        assert "torn.jsonl: line 4 is torn" in capsys.readouterr().err and len(c) == 2
         c.save_index()
     assert scans == [cas]
     record(cas, reqs(3))  # resuming cuts the fragment, records the missing call, saves the index
@@ -245,7 +245,7 @@ def test_torn_last_line_with_an_index(indexed, scans, tmp_path, capsys):
 def test_corrupt_middle_line_is_reported_with_its_number(indexed, tmp_path):
     cas = tmp_path / "c.jsonl"
     record(cas, reqs(4))
-    lines = cas.read_bytes().splitlines(keepends=True)
+    lines = cas.read_bytes().splitlines(keepends=True)[1:]  # the records, after the format header
     bad = tmp_path / "bad.jsonl"
     # its prefix is a record's, its body is not JSON (a damaged disk block, a bad hand edit)
     damaged = lines[2].replace(b'"response": {', b'"response": {{')

@@ -1,6 +1,6 @@
 """The committed figures are reproduced by the current code: the default cassette replays to the standing
-scoreboard's metrics, and the two recorded sweeps re-measure corpus/band.json bit for bit (the bootstrap
-CIs included). A change to a scorer, a statistic or the seed that moves any of them fails here."""
+scoreboard's metrics; the two recorded sweeps behind corpus/band.json hold byte-identical answers, so
+`evalkit band` refuses to re-measure it from them (issue 25.2). A change to a scorer, a statistic or the seed that moves any of them fails here."""
 
 from __future__ import annotations
 
@@ -41,14 +41,16 @@ def test_the_default_cassette_replays_to_the_standing_scoreboard(tmp_path, monke
         assert (score["metrics"], score["passed"]) == (entry["metrics"], entry["passed"]), (task, member)
 
 
-def test_the_recorded_sweeps_remeasure_the_committed_band(tmp_path, monkeypatch):
+def test_the_recorded_sweeps_cannot_remeasure_the_committed_band(tmp_path, monkeypatch):
+    """The committed band.json was measured from two recordings whose answers are byte-identical: a band of
+    nothing but the floor. `evalkit band` now refuses them (issue 25.2) — the band is to be re-measured from
+    independent samples; until then this says so rather than reproducing the old file."""
     monkeypatch.chdir(ROOT)
     committed = json.loads((DEFAULT_CORPUS / "band.json").read_text())
+    assert [f"{LABEL}={s['spec']}" for s in committed["sweeps"]] == [spec(c) for c in CASSETTES]
     args = [a for c in CASSETTES for a in ("--sweep-backend", spec(c))]
     res = cli("band", *args, *(a for t in committed["tasks"] for a in ("--task", t)), "--no-notebooks",
               "--sources", SOURCES, "--runs", tmp_path / "runs", "--out", tmp_path / "band.json")
-    assert res.exit_code == 0, res.output
-    band = json.loads((tmp_path / "band.json").read_text())
-    assert band["tasks"] == committed["tasks"]
-    assert band["bootstrap"] == committed["bootstrap"] and band["floor"] == committed["floor"]
-    assert [s["spec"] for s in band["sweeps"]] == [s["spec"] for s in committed["sweeps"]]
+    assert res.exit_code == 2, res.output
+    assert "hold byte-identical answers: a band needs independent samples" in res.output
+    assert not (tmp_path / "band.json").exists()

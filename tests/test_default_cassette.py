@@ -21,16 +21,25 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCES = Path(os.environ.get("EVALKIT_SOURCES", ROOT.parent / "shared" / "data"))
 
 
+# Tasks added after the default cassette was last recorded (`make record-cassette` covers them): the default
+# run lists their members as not covered and scores the rest.
+NOT_RECORDED = {"invoices"}
+
+
 def test_default_run_replays_every_member_with_zero_calls():
     proc = subprocess.run([sys.executable, "-m", "evalkit.cli", "run", "--dry-run", "--sources", str(SOURCES)],
                           capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "gemma-3-270m: replay" in proc.stdout and "total: 0 provider calls" in proc.stdout
-    members = [m for t in load_tasks(DEFAULT_CORPUS) for m in t.members()]
-    n = re.search(r"— (\d+) requests, (\d+) replayed", proc.stdout)
-    assert n and n.group(1) == n.group(2)
+    tasks = load_tasks(DEFAULT_CORPUS)
+    members = [m for t in tasks if t.id not in NOT_RECORDED for m in t.members()]
+    unrecorded = sorted(m.key for t in tasks if t.id in NOT_RECORDED for m in t.members())
+    n = re.search(r"— (\d+) requests, (\d+) replayed(?:, (\d+) not covered)?", proc.stdout)
+    assert n and int(n.group(1)) == int(n.group(2)) + len(unrecorded) and int(n.group(3) or 0) == len(unrecorded)
+    if unrecorded:
+        assert f"not covered by cassettes/gemma-3-270m-q4_k_m.jsonl ({', '.join(unrecorded)})" in proc.stdout
     if SOURCES.is_dir():
-        assert int(n.group(1)) == len(members) == len(load_records(DEFAULT_CASSETTE))
+        assert int(n.group(2)) == len(members) == len(load_records(DEFAULT_CASSETTE))
 
 
 def _windows(text: str, size: int = 120, step: int = 60):
@@ -79,5 +88,5 @@ def test_recording_withholds_the_document_but_keys_the_full_prompt(tmp_path):
     asyncio.run(backend.complete(other))
     text = path.read_text()
     assert "SECRET-LICENSED-TEXT" not in text and "[document withheld:" in text
-    keys = [json.loads(l)["key"] for l in text.splitlines()]
+    keys = [r["key"] for r in map(json.loads, text.splitlines()) if "key" in r]  # not the format header
     assert len(set(keys)) == 2  # the key still covers the document itself

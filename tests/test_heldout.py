@@ -44,10 +44,16 @@ def test_band_and_run_summary_report_held_out_members_apart(tmp_path):
     corpus = make_corpus(tmp_path, members=4)
     hold_out(corpus, "m3")
     roots = []
-    for i in range(2):
+    for i in range(2):  # two samples: the second answers m0's rate 0.0001 off (inside the tolerance)
+        answers = tmp_path / f"answers{i}"
+        answers.mkdir()
+        for j in range(4):
+            rate = float(f"0.{j + 5}") + (0.0001 if i and not j else 0.0)
+            (answers / f"m{j}.json").write_text(json.dumps({"account_id": f"ACC-{j:03d}", "rate": rate}))
         roots.append(tmp_path / f"s{i}")
-        sweep(RunOptions(corpus=corpus, backends=specs("b=fake"), out=roots[-1], notebooks=False))
-    band = compute_band(roots, heldout=heldout_keys(corpus))
+        sweep(RunOptions(corpus=corpus, backends=specs(f"b=predictions:dir={answers}"), out=roots[-1],
+                         notebooks=False))
+    band = compute_band(roots, heldout=heldout_keys(corpus), allow_predictions=True)
     task = band["tasks"]["memos"]
     assert task["members"] == 3 and task["heldout"]["members"] == 1
     assert task["heldout"]["metrics"]["score"]["n"] == 1 and task["metrics"]["score"]["n"] == 3

@@ -188,16 +188,16 @@ def gated_mini(tmp_path) -> tuple[Path, Path]:
 def test_sigterm_during_extraction_exits_143_at_once_and_a_rerun_calls_only_the_rest(pipeline, tmp_path):
     corpus, backend, gate = pipeline
     out, args = tmp_path / "run", ("run", "--corpus", corpus, "--backend", backend, "--max-concurrency", "2")
-    m0 = out / "memos" / "m0" / "pipe" / "extraction.json"
-    with live(gate, *args, "--out", out) as proc:
-        wait_for(m0.is_file, "m0's extraction", proc)
+    m0, calls = out / "memos" / "m0" / "pipe" / "extraction.json", tmp_path / "calls.log"
+    with live(gate, *args, "--out", out) as proc:  # m1's call starts once its pipeline process has started
+        wait_for(lambda: m0.is_file() and calls.is_file() and "memos/m1" in calls.read_text(),
+                 "m0's extraction and m1's call", proc)
         code, stderr, tree = stop(proc, signal.SIGTERM, group=False)
     assert_clean_stop(code, stderr, signal.SIGTERM, tree)
     assert "extracting 1/2" in stderr and f"--out {out}" in stderr.splitlines()[-1]
     assert_no_partial_files(out)
     assert not (out / "memos" / "m1" / "pipe" / "extraction.json").exists() and (out / UNFINISHED).is_file()
 
-    calls = tmp_path / "calls.log"
     again = run(gate, *args, "--out", out)  # gate gone: m1 answers now
     assert again.returncode == 1, again.stderr  # m1's rate is wrong: a verdict, not an error
     assert calls.read_text().split() == ["memos/m0", "memos/m1", "memos/m1"]  # m0's extraction was reused

@@ -33,7 +33,7 @@ def test_live_record_replay_and_no_secret_anywhere(oai, tmp_path, monkeypatch):
     assert rec.returncode in (1, 5), rec.stdout + rec.stderr  # the echo answer fails its verdicts
     calls = oai.count
     assert calls == 2  # one refused, one answered
-    assert len(cassette.read_text().splitlines()) == 1  # the HTTP error made no record
+    assert len(cassette.read_text().splitlines()) == 2  # the format header and one record: the HTTP error made none
     failures = [json.loads(l) for l in cassette.with_name("live.failures.jsonl").read_text().splitlines()]
     assert [f["classification"] for f in failures] == ["http_error"]
 

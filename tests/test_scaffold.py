@@ -93,3 +93,20 @@ def test_validate_names_the_skeletons_gate_expectations_once_the_record_is_fille
     truth.write_text(text.replace("expected_missing_fields: [invoice_number, total]", "expected_missing_fields: []")
                      .replace("expected_blocking: true", "expected_blocking: false"))
     assert [p for p in validate_corpus(corpus) if "truth_provenance" not in p] == []
+
+
+def test_every_docs_page_a_project_points_to_is_shipped_and_evalkit_docs_prints_its_path(tmp_path):
+    from evalkit.resources import DOCS_DIR
+
+    assert evalkit("init", "proj", cwd=tmp_path).returncode == 0
+    text = "\n".join(p.read_text() for p in (tmp_path / "proj").rglob("*") if p.suffix in (".md", ".yaml"))
+    named = set(re.findall(r"`evalkit docs ([\w-]+)`", text))
+    assert {"tutorial", "corpus-format"} <= named
+    for name in named:
+        proc = evalkit("docs", name, cwd=tmp_path)
+        assert proc.returncode == 0 and proc.stdout.strip() == str(DOCS_DIR / f"{name}.md"), proc.stderr
+        assert (DOCS_DIR / f"{name}.md").is_file()
+    listed = evalkit("docs", cwd=tmp_path)
+    assert listed.returncode == 0 and "tutorial" in listed.stdout and "authoring" in listed.stdout
+    bad = evalkit("docs", "nope", cwd=tmp_path)
+    assert bad.returncode == EXIT_USAGE and "no docs page 'nope'" in bad.stderr and "Traceback" not in bad.stderr

@@ -83,7 +83,7 @@ def test_a_key_echoed_in_every_field_reaches_no_artefact(provider, tmp_path):
     assert answered["run"]["model"] == marker and answered["run"]["finish_reason"] == marker
     assert answered["record"] == {"comment": f"the key is {marker}", marker: "a field name"}
     sidecar = [json.loads(line) for line in (tmp_path / "live.failures.jsonl").read_text().splitlines()]
-    assert {f["classification"] for f in sidecar} == {"http_error", "malformed", "truncation"}
+    assert {f["classification"] for f in sidecar} == {"http_error", "not_an_answer", "truncation"}
     assert all(marker in f["raw_body"] for f in sidecar)
     assert marker in (run / "deal-memos" / MEMBERS[0] / "live" / "extraction.json").read_text()  # the error
 
@@ -101,7 +101,7 @@ def test_a_python_pipeline_s_answer_and_exception_are_scrubbed(tmp_path, monkeyp
         "    key = os.environ['OPENAI_API_KEY']\n"
         "    return Completion(record={'comment': key}, raw='{\"comment\": \"' + key + '\"}', model=key)\n")
     # The error message is cut to one line of 300 characters: the key starts just before the cut.
-    monkeypatch.setenv("PAD", str(285 - len(f"python:{pipe}:fails raised RuntimeError: provider said: ")))
+    monkeypatch.setenv("PAD", str(285 - len(f"python:{pipe}:fails on demo/m1 raised RuntimeError: provider said: ")))
     failed = asyncio.run(PythonBackend("p", f"{pipe}:fails").complete(req()))
     assert failed.error and len(failed.error) <= 300 and "PLANTED" not in failed.error, failed.error
     answered = asyncio.run(PythonBackend("p", f"{pipe}:answers").complete(req()))

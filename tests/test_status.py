@@ -32,13 +32,15 @@ import re
 from pathlib import Path
 
 FAIL = Path(__file__).with_name("fail.txt")  # accounts to crash on, one per line
+NUDGE = Path(__file__).with_name("nudge.txt")  # accounts whose rate is off by 0.0001 (inside the tolerance)
 
 
 def extract(text, task):
     account = re.search(r"ACC-[0-9]+", text).group(0)
     if FAIL.is_file() and account in FAIL.read_text().split():
         raise RuntimeError(f"pipeline crashed on {account}")
-    return {"account_id": account, "rate": float(re.search(r"rate of ([0-9]+[.][0-9]+)", text).group(1))}
+    nudge = 0.0001 if NUDGE.is_file() and account in NUDGE.read_text().split() else 0.0
+    return {"account_id": account, "rate": float(re.search(r"rate of ([0-9]+[.][0-9]+)", text).group(1)) + nudge}
 '''
 
 
@@ -317,6 +319,7 @@ def test_every_reader_leaves_errors_out(tmp_path, pipeline):
     runs = [tmp_path / "a", tmp_path / "b"]
     for out in runs:
         run(RunOptions(corpus=corpus, backends=specs(spec), out=out, notebooks=False, html=False))
+        (tmp_path / "nudge.txt").write_text("ACC-000")  # the second run answers m0 a little differently: a sample
 
     assert [s.member for s in scan(runs[0])] == ["m0", "m2", "m4"]
     assert [s.member for s in scan(runs[0], status=ERROR)] == list(FAILING)

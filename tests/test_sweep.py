@@ -98,11 +98,16 @@ def test_predictions_edit_and_backend_change_make_members_stale(tmp_path):
 CRASHY = '''
 import os
 import re
+import signal
+import time
 
 
 def extract(document, task):
     if "ACC-001" in document:
-        os._exit(3)  # a hard crash: no exception, no cleanup, the worker process is gone
+        # A hard crash of the sweep's worker process (the pipeline's own process is contained: it is that
+        # worker's child): no exception, no cleanup, the worker is gone.
+        os.kill(os.getppid(), signal.SIGKILL)
+        time.sleep(60)
     account = re.search(r"ACC-\\d+", document).group(0)
     rate = float(re.search(r"rate of ([0-9.]+)", document).group(1).rstrip("."))
     return {"account_id": account, "rate": rate}

@@ -22,7 +22,7 @@ directly (no profile or credentials-file discovery). The base URL can be
 changed only through the SDK's own ``ANTHROPIC_BASE_URL`` (tests point it at a
 local server). Options: ``model`` (default ``claude-sonnet-5-5``, the newest Sonnet the installed SDK lists,
 priced in `evalkit.pricing.DEFAULT_PRICES`), ``timeout``
-(seconds per attempt, default 120), ``max_retries`` (the SDK's retries on
+(seconds per attempt, its whole body included, default 120), ``max_retries`` (the SDK's retries on
 429/5xx/timeouts, honouring ``retry-after``; default 4), ``send_temperature``, ``cache``.
 """
 
@@ -34,7 +34,8 @@ from typing import Any
 
 from ..errors import BackendError, UsageError
 from .base import BackendContext, Request
-from .live import Attempt, LiveBackend, import_sdk, option_float, option_int, response_text, status_error_body
+from .live import (Attempt, LiveBackend, bounded_http_client, connection_error, decode_answer, import_sdk,
+                   not_an_answer, option_float, option_int, origin_of, response_text, status_error_body)
 from .providers import Provider
 from .spec import BackendSpec
 
@@ -57,11 +58,12 @@ class AnthropicBackend(LiveBackend):
         self.cache = cache
 
     def _make_client(self) -> Any:
-        AsyncAnthropic = import_sdk("anthropic").AsyncAnthropic
+        anthropic = import_sdk("anthropic")
         # The key is read at client creation, from the environment only; base_url is left to
-        # the SDK, which honours ANTHROPIC_BASE_URL.
-        return AsyncAnthropic(api_key=os.environ.get(KEY_ENV), timeout=self.timeout_s,
-                              max_retries=self.max_retries)
+        # the SDK, which honours ANTHROPIC_BASE_URL. Its own HTTP client, each message bounded in time and size.
+        return anthropic.AsyncAnthropic(api_key=os.environ.get(KEY_ENV), timeout=self.timeout_s,
+                                        max_retries=self.max_retries,
+                                        http_client=bounded_http_client(anthropic, self.timeout_s, _is_message))
 
     def params(self, request: Request, max_tokens: int) -> dict[str, Any]:
         """The Messages API parameters of one request (a call's, or a batch entry's)."""
@@ -98,12 +100,11 @@ class AnthropicBackend(LiveBackend):
         except anthropic.APIStatusError as e:
             body = status_error_body(e)
             return Attempt(error=f"HTTP {e.status_code} from anthropic: {body}", raw_body=body)
-        except anthropic.APIConnectionError as e:  # includes timeouts
-            detail = f"{type(e).__name__}: {e}"
-            return Attempt(error=detail, raw_body=detail)
+        except anthropic.APIConnectionError as e:  # includes timeouts and the bounds of an answer
+            return connection_error(e)
         except anthropic.AnthropicError as e:
             return Attempt(error=f"{type(e).__name__}: {e}", raw_body=str(e))
-        return self._read(await response_text(raw))
+        return self._read(await response_text(raw), origin_of(raw.http_response))
 
     # -- Message Batches (--batch: `evalkit.backends.batch`) ---------------------------------------------
     batch_limit = 100_000  # requests per Message Batch (the API's limit; 256 MB is the other)
@@ -126,7 +127,7 @@ class AnthropicBackend(LiveBackend):
         async for line in await self.client().messages.batches.results(batch_id):
             result = line.result
             if result.type == "succeeded":
-                out[line.custom_id] = self._read(json.dumps(result.message.model_dump(mode="json")))
+                out[line.custom_id] = self._read(json.dumps(result.message.model_dump(mode="json")), "batch result")
             else:
                 error = getattr(result, "error", None)
                 detail = json.dumps(error.model_dump(mode="json")) if error is not None else ""
@@ -134,10 +135,15 @@ class AnthropicBackend(LiveBackend):
                                               raw_body=detail)
         return out
 
-    def _read(self, body: str) -> Attempt:
+    def _read(self, body: str, origin: str) -> Attempt:
+        """The answer in a Messages API body; a body that is not a message (`origin`: where it came from) is an error."""
+        data, why = decode_answer(body)
+        if why is not None:
+            return not_an_answer(origin, "a message", body, why)
+        blocks = data.get("content") if isinstance(data, dict) else None
+        if not (isinstance(blocks, list) and all(isinstance(b, dict) for b in blocks)):
+            return not_an_answer(origin, "a message", body, "no content blocks")
         try:
-            data = json.loads(body)
-            blocks = data["content"]
             stop = data.get("stop_reason")
             usage = data.get("usage") or {}
             cache_write = int(usage.get("cache_creation_input_tokens") or 0)
@@ -146,9 +152,8 @@ class AnthropicBackend(LiveBackend):
             output_tokens = int(usage.get("output_tokens") or 0)
             tool_input = next((b.get("input") for b in blocks if b.get("type") == "tool_use"), None)
             text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return Attempt(error=f"unreadable response body from anthropic: {body}",
-                           error_class="malformed", raw_body=body)
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            return not_an_answer(origin, "a message", body, f"{type(e).__name__}: {e}")
         common = dict(finish_reason=stop, truncated=stop == "max_tokens", input_tokens=input_tokens,
                       output_tokens=output_tokens, cache_read_tokens=cache_read, cache_write_tokens=cache_write,
                       model=data.get("model") or None, raw_body=body)
@@ -157,6 +162,11 @@ class AnthropicBackend(LiveBackend):
         if tool_input is not None:  # cut off (or not an object): keep its text for the failure record
             return Attempt(content=json.dumps(tool_input, ensure_ascii=False), **common)
         return Attempt(content=text, **common)
+
+
+def _is_message(request: Any) -> bool:
+    """A Messages API call (bounded as an answer), not a batch's results download."""
+    return request.url.path.endswith("/v1/messages")
 
 
 def make(spec: BackendSpec, ctx: BackendContext) -> AnthropicBackend:

@@ -10,6 +10,12 @@ A cassette is plain JSONL, one record per line::
                   "finish_reason": "stop", "latency_s": 3.21, "parse": "clean", "truncated": null,
                   "calls": 1, "usd": 0.0, "model": "<model id the provider reported>"}}
 
+A cassette this evalkit writes begins with a header line naming its format,
+``{"evalkit_cassette": 1, "created": "<RFC 3339>", "evalkit": "<version>"}`` (`FORMAT`); a file without
+one (every cassette written before the header existed) is read as format 1, and a header with another
+version is refused, naming it. A header line later in the file (two cassettes concatenated) is fine
+when its version is one this evalkit reads.
+
 Where a provider's prompt cache took part, ``usage`` also has ``cache_read_tokens`` /
 ``cache_write_tokens`` (parts of ``input_tokens``); a response a provider batch API gave has
 ``"batch": true``.
@@ -48,12 +54,17 @@ that prefix alone; any other line (other key order, a hand edit) is parsed in
 full, and so is the last line.
 
 Checks: a line that is not a record's shape, or a parsed line that is not a
-valid record, raises `CassetteCorrupt` with its line number when the cassette
-is opened; a line with a record's prefix whose body is damaged raises it, with
+valid record (each field's type, named by its key path: ``response.usage``), or one holding
+NaN / Infinity (JSON has neither; nor has a recorded answer parsed as clean), raises
+`CassetteCorrupt` with its line number when the cassette is opened; a line with a record's prefix whose body is damaged raises it, with
 its line number, when that record is served (`load_records` parses them all).
 An unreadable *last* line (a crash mid-append) is reported on stderr and
 ignored — everything before it replays. When recording resumes on such a file,
-that torn fragment (never a complete record) is cut off before appending.
+that torn fragment (never a complete record) is cut off before appending. A record
+repeated byte for byte (same request, answer, timestamp and latency: a cassette
+concatenated twice, never two real calls) is warned about on opening, naming both lines;
+recording onto such a file is refused. Equal keys with different records are the FIFO
+repeats above.
 
 The sidecar index ``<name>.idx`` (JSON: the keys and spans, and the file's size,
 mtime and a sha256 of its first and last 64 KiB) lets the next open skip even the
@@ -83,9 +94,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO, Iterable, Iterator, Mapping
 
+from .. import __version__
 from ..errors import CassetteCorrupt, CassetteError, CassetteMiss, UsageError
-from ..jsonio import canonical_sha, write_text
-from ..redact import scrub_answer
+from ..jsonio import canonical_sha, encode, nonfinite_path, write_text
+from ..redact import scrub, scrub_answer
 from .base import Completion, Request
 from .failures import Failure, FailureLog
 from .parse import parse_record
@@ -96,6 +108,8 @@ CASSETTE = "cassette"  # the kind that replays a cassette
 RECORD_ENV = "EVALKIT_RECORD_LLM"
 REPLAY_ENV = "EVALKIT_REPLAY_LLM"
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
+FORMAT = 1  # the cassette format this evalkit writes and reads (a file without a header is format 1)
+HEADER_KEY = "evalkit_cassette"
 
 
 # -- keys ------------------------------------------------------------------------------------------------
@@ -172,8 +186,47 @@ def completion_from_record(rec: dict[str, Any]) -> Completion:
         cache_write_tokens=int(usage.get("cache_write_tokens") or 0), batch=bool(r.get("batch"))))
 
 
+def header() -> dict[str, Any]:
+    """The first line of a cassette this evalkit writes: its format, when and by what it was begun."""
+    return {HEADER_KEY: FORMAT, "created": rfc3339_now(), "evalkit": __version__}
+
+
+class _NotJSON(ValueError):
+    """NaN, Infinity or a number too large for a float: Python's json reads them, JSON has none."""
+
+
+def _no_constant(name: str) -> Any:
+    raise _NotJSON(f"{name} is not JSON (a number must be finite)")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise _NotJSON(f"{text[:40]} is too large for a number")
+    return value
+
+
+def _loads(data: bytes) -> Any:
+    """A cassette line parsed as strict JSON: NaN / Infinity / 1e999 raise `_NotJSON`."""
+    return json.loads(data.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite)
+
+
+_STR, _NUM, _OBJ, _INT, _BOOL = {str}, {int, float}, {dict}, {int}, {bool}  # exact types: True is no integer
+# The JSON types each field may hold (null always allowed), per object: (key path prefix, where it is, fields).
+_FIELDS = (
+    ("", (), {"provider": _STR, "member": _STR, "timestamp": _STR}),
+    ("request.", ("request",), {"system": _STR, "user": _STR, "schema": _OBJ, "settings": _OBJ}),
+    ("request.settings.", ("request", "settings"), {"max_tokens": _INT, "temperature": _NUM}),
+    ("response.", ("response",), {"content": _STR, "usage": _OBJ, "finish_reason": _STR, "latency_s": _NUM,
+                                  "parse": _STR, "truncated": _STR, "calls": _INT, "usd": _NUM, "model": _STR,
+                                  "batch": _BOOL, "record": _OBJ}),
+)
+_TYPE_NAMES = {str: "a string", int: "an integer", dict: "an object", bool: "true or false"}
+_PARSES = ("clean", "recovered", "malformed", "error", "schema_invalid")  # `ParseOutcome`
+
+
 def _check_record(rec: Any) -> str | None:
-    """Why `rec` is not a cassette record (None when it is one)."""
+    """Why `rec` is not a cassette record (None when it is one), naming the key path at fault."""
     if not isinstance(rec, dict):
         return f"expected a JSON object, got {type(rec).__name__}"
     if not isinstance(rec.get("key"), str) or not _HEX64.match(rec["key"]):
@@ -181,14 +234,48 @@ def _check_record(rec: Any) -> str | None:
     for name in ("call_type", "model"):
         if not isinstance(rec.get(name), str):
             return f"'{name}' must be a string"
-    resp = rec.get("response")
-    if not isinstance(resp, dict):
-        return "'response' must be an object"
-    if not isinstance(resp.get("content"), (str, type(None))):
-        return "'response.content' must be a string"
-    if not isinstance(rec.get("request"), dict):
-        return "'request' must be an object"
+    for name in ("request", "response"):
+        if not isinstance(rec.get(name), dict):
+            return f"'{name}' must be an object" + ("" if name in rec else ", and is missing")
+    for prefix, where, fields in _FIELDS:
+        obj = rec
+        for part in where:
+            obj = obj.get(part) or {}
+        for name, types in fields.items():
+            value = obj.get(name)
+            if value is not None and type(value) not in types:
+                want = "a number" if types is _NUM else _TYPE_NAMES[next(iter(types))]
+                return f"'{prefix}{name}' must be {want}, not {json.dumps(value)[:40]}"
+    resp = rec["response"]
+    for name, value in (resp.get("usage") or {}).items():
+        if value is not None and not (type(value) is int and value >= 0):
+            return f"'response.usage.{name}' must be a whole number of tokens, not {json.dumps(value)[:40]}"
+    if resp.get("parse") is not None and resp["parse"] not in _PARSES:
+        return f"'response.parse' must be one of {', '.join(_PARSES)}, not {json.dumps(resp['parse'])[:40]}"
+    content = resp.get("content")
+    if (content and "record" not in resp and resp.get("parse") in (None, "clean", "recovered")
+            and ("NaN" in content or "Infinity" in content) and _lenient_nonfinite(content)):
+        return "'response.content': the recorded answer holds NaN or Infinity, which is not JSON"
     return None
+
+
+def _lenient_nonfinite(text: str) -> bool:
+    """Whether Python's lenient parser finds a NaN / Infinity in the JSON object `text` holds."""
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    while start != -1:
+        try:
+            return nonfinite_path(decoder.raw_decode(text, start)[0]) is not None
+        except (ValueError, RecursionError):
+            start = text.find("{", start + 1)
+    return False
+
+
+def _check_header(rec: dict[str, Any], where: str) -> None:
+    version = rec.get(HEADER_KEY)
+    if version != FORMAT or isinstance(version, bool):
+        raise CassetteCorrupt(f"{where}: cassette format {json.dumps(version)} is not one this evalkit reads (it reads "
+                              f"format {FORMAT}); use the evalkit that wrote it, or re-record")
 
 
 # -- storage: one line per record, an index of where each one is -------------------------------------------
@@ -204,7 +291,7 @@ _PREFIX = re.compile(rb'\{"key": "([0-9a-f]{64})", "call_type": ' + _STRING + rb
 
 def encode_record(rec: dict[str, Any]) -> bytes:
     """One cassette line: the record's fields in their given order, UTF-8, newline-terminated."""
-    return (json.dumps(rec, ensure_ascii=False) + "\n").encode("utf-8")
+    return (encode(rec, "a cassette record") + "\n").encode("utf-8")
 
 
 def index_path(cassette: str | Path) -> Path:
@@ -271,6 +358,8 @@ class Cassette:
         # process wrote to the file meanwhile): such an index is never saved.
         self._state: tuple[int, int | None] | None = (0, None)
         self._dirty = False  # the sidecar index on disk is missing or behind this one
+        self.duplicates: list[str] = []  # one warning per key recorded twice byte for byte (a doubled file)
+        self._by_member: dict[tuple[str, str], int] | None = None  # (member, call type) → its first record
 
     @classmethod
     def load(cls, path: str | Path, *, missing_ok: bool = False, warn: bool = True) -> "Cassette":
@@ -289,8 +378,10 @@ class Cassette:
             raise CassetteError(f"cassette {p}: file not found") from None
         except OSError as e:
             raise CassetteError(f"cassette {p}: cannot read it ({e.strerror})") from None
-        if cassette.torn and warn:
-            print(f"evalkit: warning: {cassette.torn}", file=sys.stderr)
+        cassette._find_duplicates()
+        if warn:
+            for message in ([cassette.torn] if cassette.torn else []) + cassette.duplicates:
+                print(f"evalkit: warning: {scrub(message)}", file=sys.stderr)
         return cassette
 
     def __len__(self) -> int:
@@ -347,14 +438,18 @@ class Cassette:
         fields = None if last else _fast_fields(line)
         if fields is None:
             try:
-                rec = json.loads(line.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
-                if last:
+                rec = _loads(line)
+            except (UnicodeDecodeError, ValueError, RecursionError) as e:
+                if last and isinstance(e, json.JSONDecodeError):
                     self._mark_torn(start, lineno)
                     return
-                reason = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8"
+                reason = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8" if isinstance(
+                    e, UnicodeDecodeError) else str(e) or type(e).__name__
                 raise CassetteCorrupt(f"{self.path}:{lineno}: corrupt cassette line ({reason}); fix or delete that "
                                       f"line ({len(self)} record(s) come before it)") from None
+            if isinstance(rec, dict) and HEADER_KEY in rec:
+                _check_header(rec, f"{self.path}:{lineno}")
+                return
             why = _check_record(rec)
             if why:
                 raise CassetteCorrupt(f"{self.path}:{lineno}: corrupt cassette line: {why}")
@@ -402,9 +497,10 @@ class Cassette:
         f.seek(start)
         line = f.read(self._ends[i] - start)
         try:
-            rec = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            why = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8"
+            rec = _loads(line)
+        except (UnicodeDecodeError, ValueError, RecursionError) as e:
+            why = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8" if isinstance(
+                e, UnicodeDecodeError) else str(e) or type(e).__name__
         else:
             why = _check_record(rec)
             if why is None and rec["key"] != self._keys[i]:
@@ -420,6 +516,53 @@ class Cassette:
         with self._open() as f:
             for i in range(len(self)):
                 yield self._read(f, i)
+
+    def _find_duplicates(self) -> None:
+        """A warning for each key with two byte-identical records (FIFO repeats differ in timestamp and
+        latency at least): what concatenating a cassette twice leaves. Reads only keys recorded more than once."""
+        repeated = [ids for ids in self._by_key.values() if not isinstance(ids, int)]
+        if not repeated:
+            return
+        pairs = []
+        with self._open() as f:
+            for ids in repeated:
+                first: dict[bytes, int] = {}
+                for i in ids:
+                    f.seek(self._starts[i])
+                    digest = hashlib.sha256(f.read(self._ends[i] - self._starts[i]).rstrip(b"\r\n")).digest()
+                    if digest in first:
+                        pairs.append((first[digest], i))
+                        break  # once per key
+                    first[digest] = i
+            lines = self._line_numbers(f, sorted({self._starts[i] for pair in pairs for i in pair}))
+        self.duplicates = [f"cassette {self.path}: line {lines[self._starts[b]]} repeats line {lines[self._starts[a]]} "
+                           f"byte for byte (key {self._keys[a][:12]}…: the same recording twice, e.g. a cassette "
+                           f"concatenated twice); replay serves both copies — delete the repeated lines"
+                           for a, b in sorted(pairs)]
+
+    @staticmethod
+    def _line_numbers(f: BinaryIO, offsets: list[int]) -> dict[int, int]:
+        """{offset: its line number} for ascending `offsets`, in one pass over the file."""
+        out, f_pos, newlines = {}, 0, 0
+        f.seek(0)
+        for offset in offsets:
+            newlines += f.read(offset - f_pos).count(b"\n")
+            f_pos = offset
+            out[offset] = newlines + 1
+        return out
+
+    def recorded_for(self, member: str, call_type: str) -> dict[str, Any] | None:
+        """The first record of `member`'s `call_type` call (any request), or None: what a miss is compared with.
+        One pass parses every record the first time it is asked."""
+        if self._by_member is None:
+            self._by_member = {}
+            for i, rec in enumerate(self._each()):
+                self._by_member.setdefault((str(rec.get("member")), str(rec.get("call_type"))), i)
+        i = self._by_member.get((member, call_type))
+        if i is None:
+            return None
+        with self._open() as f:
+            return self._read(f, i)
 
     @staticmethod
     def _line_number(f: BinaryIO, offset: int) -> int:
@@ -487,6 +630,8 @@ class Cassette:
         data = b"\n" + line if self.needs_newline else line
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
+            if os.fstat(fd).st_size == 0:  # a new cassette: its first line names its format
+                data = (json.dumps(header()) + "\n").encode("utf-8") + data
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
@@ -551,6 +696,36 @@ def _clip(text: str, n: int = 160) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+def request_changes(rec: Mapping[str, Any], request: Request, model: str | None) -> list[str]:
+    """How `request` differs from the recorded one (`rec`): ``temperature: recorded 0.0, requested 0.5`` per
+    setting or model, and the name of each prompt part or schema that differs."""
+    req = rec.get("request") or {}
+    settings = req.get("settings") or {}
+    out = []
+    for name, was, now in (("max_tokens", settings.get("max_tokens"), request.max_tokens),
+                           ("temperature", settings.get("temperature"), float(request.temperature)),
+                           ("model", rec.get("model"), model or rec.get("model"))):
+        if was != now:
+            out.append(f"{name}: recorded {was}, requested {now}")
+    for part, old, new in (("system prompt", req.get("system"), request.system),
+                           ("user prompt", req.get("user"), stored_user_prompt(request))):
+        if str(old or "") != new:
+            out.append(part)
+    if req.get("schema") != request.schema:
+        out.append("output schema")
+    return out
+
+
+def why_missed(cassette: Cassette, request: Request, model: str | None) -> str:
+    """Why a replayed request has no recording, in one line: what changed since the member was recorded."""
+    rec = cassette.recorded_for(request.member, request.call_type)
+    if rec is None:
+        return f"{request.member} ({request.call_type}) was never recorded in it"
+    changes = request_changes(rec, request, model)
+    return ("the request changed since recording: " + "; ".join(changes) if changes
+            else "its recordings were all served already (this run asks for the request more often)")
+
+
 def rerecord_command(label: str, kind: str, model: str | None, path: Path) -> str:
     try:
         template = provider_of(kind).rerecord
@@ -584,15 +759,7 @@ def miss_message(cassette: Cassette, label: str, request: Request, key: str, mod
                 n, x, y = diff
                 lines += [f"    first difference in the {part}, line {n}:", f"      recorded: {_clip(x)!r}",
                           f"      now:      {_clip(y)!r}"]
-        others = []
-        if req.get("schema") != request.schema:
-            others.append("output schema")
-        settings = req.get("settings") or {}
-        if settings.get("max_tokens") != request.max_tokens or float(settings.get("temperature", -1)) != float(request.temperature):
-            others.append(f"settings (recorded max_tokens {settings.get('max_tokens')}, temperature "
-                          f"{settings.get('temperature')})")
-        if model and rec.get("model") != model:
-            others.append(f"model (recorded {rec.get('model')})")
+        others = [c for c in request_changes(rec, request, model) if not c.endswith("prompt")]
         if others:
             lines.append(f"    also differs: {', '.join(others)}")
     lines.append("  the prompt, schema, model or settings changed since recording (replay never calls a provider). "
@@ -660,6 +827,8 @@ class RecordingBackend:
         if self.cassette.torn_offset is not None:
             self.cassette.cut_torn()
             print(f"evalkit: warning: cassette {self.path}: removed the torn last line before appending", file=sys.stderr)
+        if self.cassette.duplicates:  # appending would bury the doubled lines deeper
+            raise CassetteCorrupt(f"{self.cassette.duplicates[0]} before recording onto it")
         self.path.touch(exist_ok=True)
         kwargs = {"rotate_bytes": rotate_bytes} if rotate_bytes else {}
         self.failures = FailureLog(self.path, **kwargs)

@@ -9,10 +9,14 @@ truncated attempt that succeeded on its retry is *recovered*: written apart, to
 means failures. One JSON object per line, per call::
 
     {"ts_ms": 1767000000000, "model": "...", "call_type": "extract", "member": "task/member",
-     "classification": "http_error" | "truncation" | "malformed",
+     "classification": "http_error" | "not_an_answer" | "truncation" | "malformed",
      "raw_body": "<the complete response body or error text>", "finish_reason": "...",
      "completion_tokens": 123, "max_tokens": 1024}
 
+``http_error``: an HTTP error, a timeout, a dropped connection or an answer past its size limit;
+``not_an_answer``: a 2xx response whose body is not an answer of the protocol (an HTML page, an
+empty or cut-off body, an event stream, JSON of another shape); ``truncation``: an answer cut off at
+its token budget; ``malformed``: an answer whose text holds no JSON object (the model's own output).
 ``raw_body`` is never shortened. When a file would pass 20 MB it is renamed to
 ``<cassette>.failures.N.jsonl`` (``.recovered.N.jsonl``; N = 1, 2, ...) and a fresh one is started.
 Only what came back from the provider is written, after the secret scrubber
@@ -28,7 +32,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-Classification = Literal["http_error", "truncation", "malformed"]
+from ..jsonio import encode
+
+Classification = Literal["http_error", "not_an_answer", "truncation", "malformed"]
 ROTATE_BYTES = 20 * 1024 * 1024
 
 
@@ -84,7 +90,7 @@ class FailureLog:
         """Append `failure` to the failures sidecar, or to the recovered one when its retry succeeded."""
         kind = RECOVERED if failure.recovered else FAILURES
         path = sidecar_path(self.cassette, kind=kind)
-        line = (json.dumps(failure.to_json(), ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
+        line = (encode(failure.to_json(), path, sort_keys=True) + "\n").encode("utf-8")
         try:
             size = path.stat().st_size
         except FileNotFoundError:

@@ -10,6 +10,15 @@ retry with double the budget, JSON parsing, token and USD accounting, failure
 reporting (to the sidecar when recording), and turning provider errors into a
 `Completion` with ``error`` set instead of an exception.
 
+An answer is an answer or an error. A 2xx response whose body is not an answer of the protocol (an
+HTML proxy page, an empty or cut-off body, an event stream none was asked for, JSON of another
+shape) is a ``not_an_answer`` error, retried like a 5xx (`LiveBackend._call`), never parsed as the
+model's output. Each HTTP request of a call is bounded while it is read (`bounded_http_client`): a
+deadline for the whole of it, body included (the backend's ``timeout``, at most
+`limits.READ_DEADLINE_S`), and `limits.ANSWER_BYTES` for its body, refused from its Content-Length
+or once that much has arrived, never held whole. `limits.READ_DEADLINE_S` also bounds the whole
+call, the SDK's retries included.
+
 SDK clients are bound to the event loop they were first used in; the client is
 created lazily per loop and closed by `aclose`, after which the backend may be
 used again (a new client is made on the next call).
@@ -18,6 +27,7 @@ used again (a new client is made on the next call).
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import importlib
 import json
@@ -27,6 +37,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable, Mapping
 
+from ..limits import ANSWER_BYTES, READ_DEADLINE_S
 from ..pricing import PriceTable, default_table, request_chars
 from ..redact import scrub_answer
 from .base import Completion, Request
@@ -35,6 +46,7 @@ from .parse import parse_record
 
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MAX_RETRIES = 4  # the SDK's own retries of one call (429, 5xx, timeouts)
+NOT_AN_ANSWER = "not_an_answer"  # the error (and failure classification) of a 2xx body that is not an answer
 
 
 def call_budgets(max_tokens: int) -> tuple[int, int]:
@@ -57,7 +69,7 @@ class Attempt:
     model: str | None = None  # the model id the provider reports
     raw_body: str = ""  # the complete HTTP response body (or error text)
     error: str | None = None  # set when the call failed
-    error_class: str = "http_error"  # "http_error" | "malformed" (unreadable response body)
+    error_class: str = "http_error"  # "http_error" | "not_an_answer" (a 2xx body that is no answer: retried)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -101,6 +113,137 @@ def import_sdk(name: str) -> ModuleType:
             gc.enable()
     gc.freeze()
     return module
+
+
+def not_an_answer(origin: str, what: str, body: str, why: str) -> Attempt:
+    """A response whose body is not `what` (``a chat completion``): an error, never the model's output.
+    `origin`: where the body came from (``HTTP 200 text/html``, ``batch result``)."""
+    return Attempt(error=f"{NOT_AN_ANSWER}: {origin} body is not {what} ({why}): {body[:200]}",
+                   error_class=NOT_AN_ANSWER, raw_body=body)
+
+
+def decode_answer(body: str) -> tuple[Any, str | None]:
+    """(the JSON value of a response body, None) or (None, why it is not one). Refused before parsing when
+    it is past `limits.ANSWER_BYTES` (a body the transport did not bound: a batch result)."""
+    limit = ANSWER_BYTES.int_value()
+    if len(body) > limit or len(body.encode("utf-8", "surrogatepass")) > limit:
+        return None, f"larger than {ANSWER_BYTES.describe(limit)}"
+    if not body.strip():
+        return None, "empty body"
+    if body.lstrip().startswith(("data:", "event:", ":")):
+        return None, "an event stream, and none was asked for"
+    try:
+        return json.loads(body), None
+    except (ValueError, RecursionError) as e:
+        return None, f"not JSON: {e}"
+
+
+def origin_of(http: Any) -> str:
+    """``HTTP 200 text/html``: an httpx response's status and content type, for `not_an_answer`."""
+    ctype = http.headers.get("content-type", "").split(";")[0].strip()
+    return f"HTTP {http.status_code} {ctype or 'with no content type'}"
+
+
+# -- the bounds of one HTTP request (limits.READ_DEADLINE_S, limits.ANSWER_BYTES) ---------------------------
+_DEADLINE = "evalkit_deadline"  # the request extension holding (its deadline in loop time, what set it)
+
+
+def http_module() -> ModuleType:
+    """The HTTP library the SDKs are built on: httpx2 for the generation installed here, httpx for older ones."""
+    try:
+        return import_sdk("httpx2")
+    except ImportError:  # pragma: no cover
+        return import_sdk("httpx")
+
+
+@functools.cache
+def _bound_types() -> tuple[type, type, type]:
+    """(DeadlinePassed, AnswerTooLarge, BoundedBody), made on first use (they subclass the HTTP library's types).
+
+    Both errors are the library's own (a read timeout, a read error), so each SDK treats them as it treats a
+    timeout or a dropped connection: retried, then its APITimeoutError / APIConnectionError with the cause."""
+    httpx = http_module()
+
+    class DeadlinePassed(httpx.ReadTimeout):
+        pass
+
+    class AnswerTooLarge(httpx.ReadError):
+        pass
+
+    class BoundedBody(httpx.AsyncByteStream):
+        """A response body read only until its deadline and only up to its byte limit."""
+
+        def __init__(self, inner: Any, deadline: float, limit: int, request: Any):
+            self.inner, self.deadline, self.limit, self.request = inner, deadline, limit, request
+
+        async def __aiter__(self) -> Any:
+            chunks, seen = self.inner.__aiter__(), 0
+            while True:
+                try:
+                    async with asyncio.timeout_at(self.deadline):
+                        chunk = await chunks.__anext__()
+                except StopAsyncIteration:
+                    return
+                except TimeoutError:
+                    raise DeadlinePassed(self.request.extensions[_DEADLINE][1], request=self.request) from None
+                seen += len(chunk)
+                if seen > self.limit:
+                    raise AnswerTooLarge(too_large_message(self.limit), request=self.request)
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    return DeadlinePassed, AnswerTooLarge, BoundedBody
+
+
+def too_large_message(limit: int) -> str:
+    return f"answer too large: the response body is larger than {ANSWER_BYTES.describe(limit)}"
+
+
+def bounded_http_client(sdk: ModuleType, deadline_s: float, bounded: Callable[[Any], bool], **kwargs: Any) -> Any:
+    """The SDK's own default HTTP client (`sdk.DefaultAsyncHttpxClient`), each request for which `bounded(request)`
+    holds (the answer endpoints; not batch file downloads) bounded: done within `deadline_s` of being sent (at
+    most `limits.READ_DEADLINE_S`) and a body of at most `limits.ANSWER_BYTES`."""
+
+    async def sent(request: Any) -> None:
+        if bounded(request):
+            limit = READ_DEADLINE_S.value()
+            why = (f"the backend's timeout={deadline_s:g}" if deadline_s < limit else READ_DEADLINE_S.describe(limit))
+            seconds = min(deadline_s, limit)
+            request.extensions[_DEADLINE] = (asyncio.get_running_loop().time() + seconds,
+                                             f"no complete answer within {seconds:g} s of the request, body included "
+                                             f"({why})")
+
+    async def answered(response: Any) -> None:
+        request = response.request
+        if _DEADLINE not in request.extensions:
+            return
+        deadline = request.extensions[_DEADLINE][0]
+        _, too_large, body = _bound_types()
+        limit = ANSWER_BYTES.int_value()
+        length = response.headers.get("content-length", "")
+        if length.isdigit() and int(length) > limit:  # refused before a byte of it is read
+            raise too_large(too_large_message(limit), request=request)
+        response.stream = body(response.stream, deadline, limit, request)
+
+    return sdk.DefaultAsyncHttpxClient(event_hooks={"request": [sent], "response": [answered]}, **kwargs)
+
+
+def connection_error(e: BaseException) -> Attempt:
+    """The `Attempt` of an SDK's connection or timeout error, naming the bound that ended it, if one did."""
+    cause = e.__cause__
+    deadline, too_large, _ = _bound_types()
+    if isinstance(cause, too_large):
+        return Attempt(error=str(cause), raw_body=str(cause))
+    # the bound first: the one-line error keeps it (the SDK's own message can be long)
+    detail = f"{type(e).__name__}: {cause} ({e})" if isinstance(cause, deadline) else f"{type(e).__name__}: {e}"
+    return Attempt(error=detail, raw_body=detail)
+
+
+def retry_delay(retry: int) -> float:
+    """The wait before retry `retry` (0, 1, ...) of a call that got no answer: the SDKs' backoff, 0.5 s doubling to 8 s."""
+    return min(8.0, 0.5 * 2 ** retry)
 
 
 async def response_text(raw: Any) -> str:
@@ -175,8 +318,23 @@ class LiveBackend:
         return self._price_table().bound(self.model, request_chars(request), call_budgets(request.max_tokens))
 
     async def _call(self, request: Request, max_tokens: int) -> Attempt:
-        """One provider call, scrubbed where it enters evalkit: nothing after this sees a secret."""
-        return scrub_answer(await self._attempt(request, max_tokens))
+        """One provider call, scrubbed where it enters evalkit: nothing after this sees a secret.
+
+        A body that is not an answer is retried like a 5xx (`max_retries`, the SDKs' backoff); the whole call,
+        retries included, ends at `limits.READ_DEADLINE_S`."""
+        seconds = READ_DEADLINE_S.value()
+        self.client()  # made (the SDK imported) before the deadline starts
+        try:
+            async with asyncio.timeout(seconds):
+                for retry in range(self.max_retries + 1):
+                    attempt = await self._attempt(request, max_tokens)
+                    if attempt.error_class != NOT_AN_ANSWER or retry == self.max_retries:
+                        break
+                    await asyncio.sleep(retry_delay(retry))
+        except TimeoutError:
+            detail = f"TimeoutError: no complete answer within {READ_DEADLINE_S.describe(seconds)}"
+            attempt = Attempt(error=detail, raw_body=detail)
+        return scrub_answer(attempt)
 
     def _report(self, request: Request, attempt: Attempt, classification: str, max_tokens: int,
                 recovered: bool = False) -> None:
@@ -219,11 +377,9 @@ class LiveBackend:
                       finish_reason=attempt.finish_reason, truncated=truncated, calls=calls,
                       cache_read_tokens=sum(a.cache_read_tokens for a in tried),
                       cache_write_tokens=sum(a.cache_write_tokens for a in tried), batch=batch)
-        if attempt.error is not None:
+        if attempt.error is not None:  # no answer: a status with its cause (`evalkit.status`), never a score
             self._report(request, attempt, attempt.error_class, budget)
-            parse = "malformed" if attempt.error_class == "malformed" else "error"
-            return Completion(record=None, raw=attempt.raw_body if attempt.error_class == "malformed" else "",
-                              parse=parse, error=attempt.error, **common)  # type: ignore[arg-type]
+            return Completion(record=None, raw="", parse="error", error=attempt.error, **common)  # type: ignore[arg-type]
         if attempt.truncated:  # exhausted: the doubled budget was cut off too
             self._report(request, attempt, "truncation", budget)
         if attempt.record is not None:

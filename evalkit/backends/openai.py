@@ -14,7 +14,7 @@ Options: ``url`` (the server's ``/v1`` base URL; default: the SDK's, i.e.
 socket at PATH, such as a local llama.cpp or mlx server: the SDK's own HTTP client is
 given an httpx transport on that socket; the base URL is then ``url`` or
 ``http://localhost/v1``, whose host only fills the Host header), ``model`` (default ``default``),
-``schema_mode``, ``timeout`` (seconds per attempt, default 120),
+``schema_mode``, ``timeout`` (seconds per attempt, its whole body included, default 120),
 ``max_retries`` (the SDK's own retries on 408/409/429/5xx/timeouts, honouring
 ``retry-after``; default 4), ``strict`` (json_schema strict flag, default false),
 ``merge_system`` (send the system prompt at the top of the user message, for chat
@@ -42,7 +42,8 @@ from typing import Any, Mapping
 
 from ..errors import BackendError, UsageError
 from .base import BackendContext, Request
-from .live import Attempt, LiveBackend, import_sdk, option_float, option_int, status_error_body
+from .live import (Attempt, LiveBackend, bounded_http_client, connection_error, decode_answer, http_module, import_sdk,
+                   not_an_answer, option_float, option_int, origin_of, status_error_body)
 from .providers import Provider
 from .spec import BackendSpec
 
@@ -90,9 +91,10 @@ class OpenAIBackend(LiveBackend):
         kwargs: dict[str, Any] = {"api_key": self._key, "timeout": self.timeout_s, "max_retries": self.max_retries}
         if self.url:
             kwargs["base_url"] = self.url
-        if self.socket:  # the SDK's own client (its defaults, retries, errors) over a Unix domain socket
-            transport = _httpx().AsyncHTTPTransport(uds=self.socket)
-            kwargs["http_client"] = import_sdk("openai").DefaultAsyncHttpxClient(transport=transport)
+        # the SDK's own HTTP client (its defaults, retries, errors), each chat completion bounded in time and
+        # size (`live.bounded_http_client`); over a Unix domain socket when one is given
+        transport = {"transport": http_module().AsyncHTTPTransport(uds=self.socket)} if self.socket else {}
+        kwargs["http_client"] = bounded_http_client(import_sdk("openai"), self.timeout_s, _is_completion, **transport)
         client = AsyncOpenAI(**kwargs)
         self._no_retry_client = client.with_options(max_retries=0)
         return client
@@ -143,16 +145,14 @@ class OpenAIBackend(LiveBackend):
                 if self._adapt(e.status_code, body):
                     continue
                 return Attempt(error=f"HTTP {e.status_code} from {self.provider} server: {body}", raw_body=body)
-            except openai.APIConnectionError as e:  # includes timeouts
-                detail = f"{type(e).__name__}: {e}"
-                return Attempt(error=detail, raw_body=detail)
+            except openai.APIConnectionError as e:  # includes timeouts and the bounds of an answer
+                return connection_error(e)
             except openai.OpenAIError as e:
                 return Attempt(error=f"{type(e).__name__}: {e}", raw_body=str(e))
         else:
             return Attempt(error=f"{self.provider} server kept rejecting the request", raw_body="")
         self._confirmed = True
-        body = raw.text  # an httpx Response, read in full
-        return self._read(body)
+        return self._read(raw.text, origin_of(raw))  # an httpx Response, read in full
 
     def _adapt(self, status: int, body: str) -> bool:
         """Adapt once to a 400 that names a parameter this model does not take (newer OpenAI models
@@ -230,14 +230,21 @@ class OpenAIBackend(LiveBackend):
                     out[row["custom_id"]] = Attempt(error=f"HTTP {response.get('status_code')} from {self.provider} "
                                                           f"batch: {detail}", raw_body=detail)
                 else:
-                    out[row["custom_id"]] = self._read(json.dumps(response.get("body")))
+                    out[row["custom_id"]] = self._read(json.dumps(response.get("body")), "batch result")
         return out
 
-    def _read(self, body: str) -> Attempt:
+    def _read(self, body: str, origin: str) -> Attempt:
+        """The answer in a chat completion's body; a body that is not one (`origin`: where it came from) is an error."""
+        data, why = decode_answer(body)
+        if why is not None:
+            return not_an_answer(origin, "a chat completion", body, why)
+        choices = data.get("choices") if isinstance(data, dict) else None
+        if not (isinstance(choices, list) and choices and isinstance(choices[0], dict)
+                and isinstance(choices[0].get("message"), dict)):
+            return not_an_answer(origin, "a chat completion", body, "no choices[0].message")
         try:
-            data = json.loads(body)
-            choice = data["choices"][0]
-            message = choice.get("message") or {}
+            choice = choices[0]
+            message = choice["message"]
             content = message.get("content")
             if content is None and message.get("refusal"):
                 content = message["refusal"]
@@ -247,26 +254,21 @@ class OpenAIBackend(LiveBackend):
             output_tokens = int(usage.get("completion_tokens") or 0)
             # automatic prefix caching: the part of prompt_tokens served from the cache (no write charge)
             cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-            return Attempt(error=f"unreadable response body from {self.provider} server: {body}",
-                           error_class="malformed", raw_body=body)
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as e:
+            return not_an_answer(origin, "a chat completion", body, f"{type(e).__name__}: {e}")
         return Attempt(content=content if isinstance(content, str) else (json.dumps(content) if content else None),
                        finish_reason=finish, truncated=finish == "length", input_tokens=input_tokens,
                        output_tokens=output_tokens, cache_read_tokens=cached, model=data.get("model") or None,
                        raw_body=body)
 
 
-def _httpx() -> Any:
-    """The HTTP library the SDK is built on: httpx2 for the generation installed here, httpx for older ones."""
-    try:
-        import httpx2 as httpx_module
-    except ImportError:  # pragma: no cover
-        import httpx as httpx_module
-    return httpx_module
-
-
 def _response_class() -> type:
-    return _httpx().Response
+    return http_module().Response
+
+
+def _is_completion(request: Any) -> bool:
+    """A chat completion (bounded as an answer), not a batch file upload or download."""
+    return request.url.path.endswith("/chat/completions")
 
 
 def _retryable(status: int) -> bool:

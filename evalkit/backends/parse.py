@@ -7,7 +7,8 @@ around it, prose before it, prose after it (or several of these).
 
 Repair never invents content: it only cuts the text down to one complete JSON
 object that was already there. An object nested deeper than NESTING_DEPTH (`evalkit.limits`)
-is no record: ``malformed``, so nothing downstream walks it.
+is no record: ``malformed``, so nothing downstream walks it. ``NaN`` and ``Infinity`` are not
+JSON (Python's parser takes them, strict ones do not): a text whose object holds one is not that object.
 """
 
 from __future__ import annotations
@@ -20,13 +21,19 @@ from .. import limits
 from ..jsonio import nesting_depth
 
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON|javascript|js)?[ \t]*\r?\n?(.*?)```", re.DOTALL)
-_decoder = json.JSONDecoder()
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+_decoder = json.JSONDecoder(parse_constant=_no_constant)
 
 
 def _as_object(text: str) -> dict[str, Any] | None:
     try:
-        value = json.loads(text)
-    except (json.JSONDecodeError, ValueError, RecursionError):
+        value = _decoder.decode(text)
+    except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 

@@ -1,98 +1,253 @@
-"""``python:MODULE:FUNCTION`` — a researcher's own extraction pipeline.
+"""``python:MODULE:FUNCTION`` — a researcher's own extraction pipeline, contained in processes of its own.
 
-The function is called once per member as ``FUNCTION(document_text, task)`` and
-returns the record (a dict). It may be a plain function (run in a daemon
-thread, so many members still overlap and a stopped run does not wait for a
-call still working) or a coroutine function. ``task`` is a
-dict: ``task`` (task id), ``member`` (``task/member``), ``call_type``,
-``system``, ``user`` (the rendered prompts), ``schema`` (the output JSON
-Schema), ``max_tokens``, ``temperature``.
+The function is called once per member as ``FUNCTION(document_text, task)`` and returns the record
+(a dict). It may be a plain function or a coroutine function. ``task`` is a dict: ``task`` (task id),
+``member`` (``task/member``), ``call_type``, ``system``, ``user`` (the rendered prompts), ``schema``
+(the output JSON Schema), ``max_tokens``, ``temperature``.
 
-MODULE is a dotted module name importable from the current directory or
-``sys.path``, or a path to a ``.py`` file (``pipelines/mine.py:extract``).
+MODULE is a dotted module name importable from the current directory or ``sys.path``, or a path to a
+``.py`` file (``pipelines/mine.py:extract``).
 
-A pipeline that wants its own cost counted may return an
-`evalkit.backends.Completion` instead of a dict (tokens, usd, calls...); a
-string is parsed like a model's answer (clean / recovered / malformed). An
-exception raised by the function becomes that member's error, not the run's.
-What the function returns (or raises) passes the secret scrubber like a
-provider's answer (`evalkit.redact`).
+A pipeline that wants its own cost counted may return an `evalkit.backends.Completion` instead of a
+dict (tokens, usd, calls...); a string is parsed like a model's answer (clean / recovered / malformed).
+
+Containment. The function runs in a child process (`evalkit.backends.pyworker`), one call at a time;
+a backend keeps as many as it has calls in flight and reuses them (a process costs ~150 ms to start, a
+call through a warm one well under a millisecond: docs/pipelines.md). Each child has its own temporary
+working directory, an address-space cap (``limits.PIPELINE_MEMORY_BYTES``) and a wall-clock deadline
+per call (``limits.PIPELINE_TIMEOUT_S``, ``--pipeline-timeout``). Whatever goes wrong in it — an
+exception, ``sys.exit``, ``os._exit``, a segfault, the memory cap, the deadline, an answer that is not
+JSON or is over ``limits.ANSWER_BYTES`` — is that member's ``error`` (`evalkit.status`: cause
+``pipeline_exception``, ``timeout`` or ``pipeline_result_invalid``), never the run's; the child is
+replaced. Its stdout and stderr are never shown: their last characters, scrubbed, end the error message.
+What the function returns (or raises) passes the secret scrubber like a provider's answer (`evalkit.redact`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
-import importlib.util
-import inspect
+import dataclasses
 import json
+import os
+import select
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import limits
 from ..errors import UsageError
-from ..redact import scrub_answer
+from ..redact import scrub, scrub_answer, secrets, short
+from ..status import PIPELINE_RESULT_INVALID, TIMEOUT
 from .base import BackendContext, Completion, Request
 from .parse import parse_record
 from .providers import Provider
+from .pyworker import HEADER
 from .spec import BackendSpec
 
-
-def load_function(target: str) -> Callable[..., Any]:
-    module_name, sep, func_name = target.rpartition(":")
-    if not sep or not module_name or not func_name:
-        raise UsageError(f"python backend: expected python:MODULE:FUNCTION, got python:{target}")
-    try:
-        if module_name.endswith(".py") or "/" in module_name:
-            path = Path(module_name)
-            if not path.is_file():
-                raise UsageError(f"python backend: {path}: no such file")
-            spec = importlib.util.spec_from_file_location(f"evalkit_pipeline_{path.stem}", path)
-            module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-            spec.loader.exec_module(module)  # type: ignore[union-attr]
-        else:
-            cwd = str(Path.cwd())
-            if cwd not in sys.path:
-                sys.path.insert(0, cwd)
-            module = importlib.import_module(module_name)
-    except UsageError:
-        raise
-    except Exception as e:  # noqa: BLE001 - any import failure is a configuration error
-        raise UsageError(f"python backend: cannot import {module_name}: {type(e).__name__}: {e}") from None
-    fn = getattr(module, func_name, None)
-    if not callable(fn):
-        raise UsageError(f"python backend: {module_name} has no function {func_name!r}")
-    return fn
+ENVELOPE_BYTES = 64 * 1024  # a frame's room beyond the answer itself (its kind, latency, the fields of a Completion)
+OUTPUT_KEPT = 16 * 1024  # bytes of a child's stdout/stderr held, newest last
+OUTPUT_SHOWN = 160  # characters of it that end an error message
+CLOSE_GRACE_S = 0.5  # an idle child's time to leave by itself when its backend closes
 
 
-async def in_daemon_thread(fn: Callable[..., Any], *args: Any) -> Any:
-    """`asyncio.to_thread`, but in a daemon thread of its own: neither the event loop's shutdown nor the
-    interpreter's exit waits for it (a stopped run leaves at once; the abandoned call's result is dropped)."""
-    loop = asyncio.get_running_loop()
-    done = loop.create_future()
+class ChildGone(Exception):
+    """The child closed its answers pipe (it exited, crashed or was killed)."""
 
-    def settle(ok: bool, value: Any) -> None:
-        if done.done():  # cancelled meanwhile
-            return
-        if ok:
-            done.set_result(value)
-        else:
-            done.set_exception(value)
 
-    def work() -> None:
+class Oversize(Exception):
+    """The child announced a frame over the answer limit: it is not read."""
+
+
+class Frames:
+    """Length-prefixed frames out of a byte stream, none over `limit` bytes (refused from its header alone)."""
+
+    def __init__(self, limit: int):
+        self.limit, self.buf = limit, bytearray()
+
+    def feed(self, data: bytes) -> bytes | None:
+        self.buf += data
+        if len(self.buf) < HEADER.size:
+            return None
+        (size,) = HEADER.unpack_from(self.buf)
+        if size > self.limit:
+            raise Oversize(size)
+        if len(self.buf) < HEADER.size + size:
+            return None
+        frame = bytes(self.buf[HEADER.size:HEADER.size + size])
+        del self.buf[:HEADER.size + size]
+        return frame
+
+
+class Output:
+    """A child's stdout and stderr, drained by a thread of its own (a full pipe would stall the child), the
+    newest `OUTPUT_KEPT` bytes kept."""
+
+    def __init__(self, stream: Any):
+        self.buf, self.total, self.lock = bytearray(), 0, threading.Lock()
+        self.thread = threading.Thread(target=self._drain, args=(stream,), name="evalkit-pipeline-output", daemon=True)
+        self.thread.start()
+
+    def _drain(self, stream: Any) -> None:
+        while chunk := stream.read1(65536):
+            with self.lock:
+                self.buf += chunk
+                self.total += len(chunk)
+                del self.buf[:-OUTPUT_KEPT]
+
+    def since(self, mark: int) -> str:
+        """What was written after `mark` (a `total`), scrubbed, its last `OUTPUT_SHOWN` characters."""
+        with self.lock:
+            new = self.total - mark
+            raw = bytes(self.buf[-new:]) if new > 0 else b""
+        cut = new > len(raw)
+        text = scrub(raw.decode("utf-8", "replace"), key_shaped=True)
+        if cut:  # the kept bytes may start inside a secret, which no rule then matches: drop that much
+            text = text[max((len(v) for _, v in secrets()), default=0):]
+        return " ".join(text.split())[-OUTPUT_SHOWN:]
+
+
+class Child:
+    """One `pyworker` process: its pipes, its output, its working directory."""
+
+    def __init__(self, target: str, memory: int, answer: int):
+        self.dir = tempfile.mkdtemp(prefix="evalkit-pipeline-")
+        cmd = [sys.executable, "-m", "evalkit.backends.pyworker", target, os.getcwd(), str(memory), str(answer)]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     cwd=self.dir, start_new_session=True)  # its own group: killed with its children
+        self.output = Output(self.proc.stderr)
+        self.frames = Frames(answer + ENVELOPE_BYTES)
+        _live.add(self)
+
+    def send(self, message: dict[str, Any]) -> None:
+        payload = json.dumps(message, ensure_ascii=False).encode("utf-8", "surrogatepass")
         try:
-            outcome = (True, fn(*args))
-        except BaseException as e:  # noqa: BLE001 - handed to the awaiting coroutine
-            outcome = (False, e)
+            self.proc.stdin.write(HEADER.pack(len(payload)) + payload)  # type: ignore[union-attr]
+            self.proc.stdin.flush()  # type: ignore[union-attr]
+        except (BrokenPipeError, ValueError):
+            raise ChildGone from None
+
+    async def receive(self) -> dict[str, Any]:
+        """The next answer; `ChildGone` at its end, `Oversize` for one over the limit."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[bytes] = loop.create_future()
+        fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
+        os.set_blocking(fd, False)
+
+        def readable() -> None:
+            try:
+                data = os.read(fd, 1 << 20)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if done.done():
+                return
+            try:
+                frame = self.frames.feed(data) if data else None
+            except Oversize as e:
+                done.set_exception(e)
+                return
+            if frame is not None:
+                done.set_result(frame)
+            elif not data:
+                done.set_exception(ChildGone())
+
+        loop.add_reader(fd, readable)
         try:
-            loop.call_soon_threadsafe(settle, *outcome)
-        except RuntimeError:  # the loop is closed: the run was stopped
+            return json.loads(await done)
+        finally:
+            loop.remove_reader(fd)
+
+    def receive_now(self, timeout: float) -> dict[str, Any]:
+        """`receive`, blocking (for the first child, started outside any event loop)."""
+        fd, deadline = self.proc.stdout.fileno(), time.monotonic() + timeout  # type: ignore[union-attr]
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError
+            data = os.read(fd, 1 << 20)
+            if not data:
+                raise ChildGone
+            frame = self.frames.feed(data)
+            if frame is not None:
+                return json.loads(frame)
+
+    def ended(self, when: str) -> str:
+        """How the child ended (it is gone or killed), `when`: ``exited with code 1 during the call``."""
+        try:
+            code = self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.proc.returncode
+        if code is not None and code < 0:
+            name = signal.Signals(-code).name if -code in signal.valid_signals() else f"signal {-code}"
+            return (f"was killed by {name} {when} (a crash, or its memory cap: "
+                    f"{limits.PIPELINE_MEMORY_BYTES.describe()})")
+        return f"exited with code {code} {when}"
+
+    def kill(self) -> None:
+        """SIGKILL the child and whatever it started; reap it; remove its folder."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
             pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        self.output.thread.join(timeout=1)  # its last words (the pipe closes with the process group)
+        self.forget()
 
-    threading.Thread(target=work, name=f"evalkit-pipeline-{getattr(fn, '__name__', 'fn')}", daemon=True).start()
-    return await done
+    def forget(self) -> None:
+        _live.discard(self)
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()  # type: ignore[union-attr]
+            except OSError:
+                pass
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+_live: "weakref.WeakSet[Child]" = weakref.WeakSet()
+
+
+def close_children(children: list[Child], grace: float = CLOSE_GRACE_S) -> None:
+    """End idle children: their requests pipe closed, they leave by themselves; SIGKILL for any still there."""
+    for child in children:
+        try:
+            child.proc.stdin.close()  # type: ignore[union-attr]
+        except OSError:
+            pass
+    deadline = time.monotonic() + grace
+    for child in children:
+        try:
+            child.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+        child.kill()
+
+
+def _close_all() -> None:
+    close_children(list(_live), grace=0.0)
+
+
+def _register_stop() -> None:
+    import atexit
+
+    from ..interrupt import at_stop
+
+    atexit.register(_close_all)
+    at_stop(_close_all)  # a stopped sweep worker: its children are killed; their folders go too
+
+
+_register_stop()
 
 
 class PythonBackend:
@@ -102,11 +257,36 @@ class PythonBackend:
                  tasks: Callable[[str], dict[str, Any]] | None = None):
         self.label = label
         self.spec = self.model = BackendSpec(label, "python", {"target": target}).spec  # a pipeline's model is its spec
-        self.target = target
-        self._fn = load_function(target)
+        self.target = _absolute(target)
         self._documents = documents
         self._tasks = tasks
+        self._idle: list[Child] = [self._first_child()]
         self.on_failure = None  # failures of a pipeline are its own; kept for the recording wrapper
+
+    def _start(self) -> Child:
+        return Child(self.target, limits.PIPELINE_MEMORY_BYTES.int_value(), limits.ANSWER_BYTES.int_value())
+
+    def _first_child(self) -> Child:
+        """A child that has imported the module: a module that cannot be imported is a usage error, before any call."""
+        child = self._start()
+        timeout = limits.PIPELINE_TIMEOUT_S.value()
+        try:
+            ready = child.receive_now(timeout)
+        except TimeoutError:
+            child.kill()
+            raise UsageError(f"python backend: importing {self.spec} took over {timeout:g} s "
+                             f"({limits.PIPELINE_TIMEOUT_S.describe()})") from None
+        except (ChildGone, Oversize):
+            how = child.ended("while importing it")
+            tail = child.output.since(0)
+            child.kill()
+            raise UsageError(short(_line(f"python backend: importing {self.spec}: the process {how}", tail))) from None
+        if not ready.get("ready"):
+            child.kill()
+            message = scrub(str(ready.get("message")), key_shaped=True)
+            prefix = "" if ready.get("cause") == "usage" else f"python backend: importing {self.spec} "
+            raise UsageError(short(prefix + message))
+        return child
 
     def task_dict(self, request: Request) -> dict[str, Any]:
         base = {"task": request.member.split("/", 1)[0], "member": request.member, "call_type": request.call_type,
@@ -122,37 +302,118 @@ class PythonBackend:
     async def complete(self, request: Request) -> Completion:
         return scrub_answer(await self._complete(request))
 
+    async def _child(self) -> Child:
+        """An idle child that has imported the module (a new one when none is idle)."""
+        while self._idle:
+            child = self._idle.pop()
+            if child.proc.poll() is None:
+                return child
+            child.kill()
+        child = self._start()
+        try:
+            ready = await child.receive()
+        except (ChildGone, Oversize):
+            how = child.ended("while importing its module")
+            child.kill()
+            raise _Failed(f"could not start: the pipeline's process {how}") from None
+        except BaseException:
+            child.kill()
+            raise
+        if not ready.get("ready"):
+            child.kill()
+            raise _Failed(f"could not import its module again: {ready.get('message')}")
+        return child
+
     async def _complete(self, request: Request) -> Completion:
         document = self._documents(request.member) if self._documents is not None else request.user
-        task = self.task_dict(request)
+        message = {"document": document, "task": self.task_dict(request)}
+        who = f"{self.spec} on {request.member}"
+        timeout = limits.PIPELINE_TIMEOUT_S.value()
         started = time.perf_counter()
+        child: Child | None = None
+        mark = 0
         try:
-            if inspect.iscoroutinefunction(self._fn):
-                result = await self._fn(document, task)
-            else:
-                result = await in_daemon_thread(self._fn, document, task)
-                if inspect.isawaitable(result):
-                    result = await result
-        except Exception as e:  # noqa: BLE001 - the pipeline's failure is the member's, not the run's
-            return Completion(record=None, parse="error", model=self.model, latency_s=time.perf_counter() - started,
-                              error=f"{self.spec} raised {type(e).__name__}: {e}")
-        latency = time.perf_counter() - started
-        if isinstance(result, Completion):
+            async with asyncio.timeout(timeout):
+                child = await self._child()
+                mark = child.output.total
+                child.send(message)
+                answer = await child.receive()
+        except TimeoutError:
+            tail = _kill(child, mark)
+            return _error(f"{TIMEOUT}: {who} did not answer within {timeout:g} s (the {limits.PIPELINE_TIMEOUT_S.name} "
+                          f"limit; raise it with --pipeline-timeout or {limits.PIPELINE_TIMEOUT_S.env})", tail,
+                          self.model, started)
+        except ChildGone:
+            how = child.ended("during the call") if child is not None else "is gone"
+            return _error(f"{who}: the pipeline's process {how}", _kill(child, mark), self.model, started)
+        except Oversize as e:
+            return _error(f"{PIPELINE_RESULT_INVALID}: {who} returned an answer of over {e.args[0]} bytes, over the "
+                          f"{limits.ANSWER_BYTES.describe()}", _kill(child, mark), self.model, started)
+        except _Failed as e:
+            return _error(f"{who} {e}", "", self.model, started)
+        except BaseException:  # cancelled (Ctrl-C, SIGTERM): the call is abandoned with its process
+            _kill(child, mark)
+            raise
+        if "cause" in answer:
+            tail = child.output.since(mark)
+            self._idle.append(child)
+            cause = answer["cause"]
+            prefix = f"{cause}: " if cause == PIPELINE_RESULT_INVALID else ""
+            return _error(f"{prefix}{who} {answer.get('message')}", tail, self.model, started)
+        self._idle.append(child)
+        return self._completion(answer, who)
+
+    def _completion(self, answer: dict[str, Any], who: str) -> Completion:
+        kind, value, latency = answer["kind"], answer["value"], float(answer.get("latency_s") or 0.0)
+        if kind == "completion":
+            fields = {f.name for f in dataclasses.fields(Completion)}
+            result = Completion(**{k: v for k, v in value.items() if k in fields})
             if not result.latency_s:
                 result.latency_s = latency
             result.model = result.model or self.model
             return result
-        if isinstance(result, dict):
-            return Completion(record=result, raw=json.dumps(result, ensure_ascii=False, default=str), parse="clean",
-                              model=self.model, latency_s=latency)
-        if isinstance(result, str):
-            record, outcome = parse_record(result)
-            return Completion(record=record, raw=result, parse=outcome, model=self.model, latency_s=latency)  # type: ignore[arg-type]
-        return Completion(record=None, raw=repr(result), parse="malformed", model=self.model, latency_s=latency,
-                          error=f"{self.spec} returned {type(result).__name__}, expected a dict")
+        if kind == "dict":
+            return Completion(record=value, raw=json.dumps(value, ensure_ascii=False), parse="clean", model=self.model,
+                              latency_s=latency)
+        if kind == "str":
+            record, outcome = parse_record(value)
+            return Completion(record=record, raw=value, parse=outcome, model=self.model, latency_s=latency)  # type: ignore[arg-type]
+        type_name = str(value).split(":", 1)[0]
+        return Completion(record=None, raw=str(value), parse="malformed", model=self.model, latency_s=latency,
+                          error=f"{who} returned {type_name}, expected a dict")
 
     async def aclose(self) -> None:
-        return None
+        idle, self._idle = self._idle, []
+        close_children(idle)
+
+
+class _Failed(Exception):
+    """A failure of the pipeline's process outside a call (a new child that could not import its module)."""
+
+
+def _kill(child: Child | None, mark: int) -> str:
+    """Kill `child` (if any) and return the scrubbed tail of what it wrote after `mark`."""
+    if child is None:
+        return ""
+    child.kill()
+    return child.output.since(mark)
+
+
+def _line(message: str, tail: str) -> str:
+    return f"{message}; its output ended: {tail}" if tail else message
+
+
+def _error(message: str, tail: str, model: str, started: float) -> Completion:
+    return Completion(record=None, parse="error", model=model, latency_s=time.perf_counter() - started,
+                      error=_line(message, tail))
+
+
+def _absolute(target: str) -> str:
+    """A ``.py`` path made absolute: the child runs in a folder of its own."""
+    module, sep, func = target.rpartition(":")
+    if sep and (module.endswith(".py") or "/" in module):
+        return f"{Path(module).absolute()}:{func}"
+    return target
 
 
 def make(spec: BackendSpec, ctx: BackendContext) -> PythonBackend:

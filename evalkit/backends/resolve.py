@@ -30,12 +30,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..errors import BackendError, CassetteCorrupt, CassetteError, CassetteMiss, EvalkitError, UsageError
+from ..errors import CassetteCorrupt, CassetteError, CassetteMiss, EvalkitError, MissingKey, UsageError
 from ..pricing import PRICES_ENV, PriceTable, default_table, estimate_tokens, request_chars
 from ..sources import sha256_file
 from .base import Backend, BackendContext, Request
 from .cassette import (CASSETTE, RECORD_ENV, REPLAY_ENV, Cassette, RecordingBackend, ReplayBackend, cassette_key,
-                       env_cassette, miss_message)
+                       env_cassette, miss_message, why_missed)
 from .providers import Provider, provider, providers
 from .spec import BackendSpec
 
@@ -50,7 +50,7 @@ class Guard:
     @property
     def error(self) -> type[EvalkitError]:
         return {"corrupt_cassette": CassetteCorrupt, "missing_cassette": CassetteError,
-                "duplicate_cassette": CassetteError, "missing_api_key": BackendError,
+                "duplicate_cassette": CassetteError, "missing_api_key": MissingKey,
                 "cassette_miss": CassetteMiss, "unpriced_model": UsageError}.get(self.kind, UsageError)
 
 
@@ -106,6 +106,29 @@ def _key_guard(r: Resolved, env: Mapping[str, str]) -> None:
     missing = r.provider.missing_key(r.spec, env) if r.mode in ("live", "record") else None
     if missing:
         r.guards.append(Guard("missing_api_key", r.label, missing))
+
+
+KEY_FIX = "export it, or replay a recording instead (--backend NAME=cassette:path=P)"
+
+
+def missing_keys(specs: Sequence[BackendSpec], env: Mapping[str, str] | None = None) -> None:
+    """Raise `MissingKey` (exit 2), one line per backend, when a live backend's API key is not set: the
+    missing-key guard of `resolve_backends` alone (no cassette read), checked when a command's options are
+    built, so a sweep stops before its first member instead of failing every member. A replay
+    (``EVALKIT_REPLAY_LLM``) needs no key; an unknown kind is left to `resolve_backends` to name."""
+    env = os.environ if env is None else env
+    if (env_cassette(env) or ("",))[0] == "replay":
+        return
+    missing = []
+    for spec in specs:
+        try:
+            prov = provider(spec.kind)
+        except UsageError:
+            continue
+        if prov.live and (why := prov.missing_key(spec, env)):
+            missing.append(f"{why}: {KEY_FIX}")
+    if missing:
+        raise MissingKey("\n".join(missing))
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -275,6 +298,7 @@ class BackendPlan:
     max_retries: int = 0
     notes: list[str] = field(default_factory=list)
     not_covered: list[str] = field(default_factory=list)  # member keys the replayed cassette has no recording of
+    not_covered_why: dict[str, str] = field(default_factory=dict)  # member key → what changed since recording
     cache_prefix_tokens: int = 0  # the longest prefix its calls share (system + schema, chars/4)
     cache_saving_usd: float = 0.0  # what the provider's prompt cache saves on one pass (0: not cached)
 
@@ -435,10 +459,14 @@ def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: Pric
         if batched and calls:
             notes.append(f"--batch: {calls} request(s) in provider batches, priced at the batch rate")
         not_covered = [] if strict_replay else [req.member for req, _ in misses]
+        why = {req.member: why_missed(cas, req, models[0] if models else None) for req, _ in misses
+               if not strict_replay and cas is not None}
         if not_covered:
             members = ", ".join(not_covered[:5]) + (" ..." if len(not_covered) > 5 else "")
-            notes.append(f"{len(not_covered)} member(s) not covered by {r.cassette} ({members}): not scored; "
-                         "--strict-replay makes a miss abort the run")
+            common, n = Counter(why.values()).most_common(1)[0] if why else ("", 0)
+            notes.append(f"{len(not_covered)} member(s) not covered by {r.cassette} ({members}): not scored"
+                         + (f"; {'all' if n == len(not_covered) else n}: {common}" if n else "")
+                         + "; --strict-replay makes a miss abort the run")
         elif misses and cas is not None:
             first_req, first_key = misses[0]
             members = ", ".join(m.member for m, _ in misses[:5]) + (" ..." if len(misses) > 5 else "")
@@ -451,7 +479,7 @@ def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: Pric
             cassette_records=len(cas) if cas is not None else (0 if r.cassette else None),
             requests=len(requests), replay_hits=hits, calls=calls, est_input_tokens=tok_in, est_output_tokens=tok_out,
             est_usd=usd, priced=_priced(r, table), pass_usd=pass_usd, max_retries=retries, notes=notes,
-            not_covered=not_covered, cache_prefix_tokens=prefix, cache_saving_usd=saving))
+            not_covered=not_covered, not_covered_why=why, cache_prefix_tokens=prefix, cache_saving_usd=saving))
     if judge is not None:
         guards += judge.guards
         if require_prices and (unpriced := price_guard(judge, table)):

@@ -12,7 +12,7 @@ import threading
 import click
 
 from .. import __version__
-from ..errors import EvalkitError
+from ..errors import EvalkitError, UsageError
 
 # Commands whose run folder a re-run completes (a check or band sweep starts over).
 RESUMABLE = ("run", "score", "compare", "sweep")
@@ -53,6 +53,8 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except EvalkitError as e:
             fail(e)
+        except (FileExistsError, NotADirectoryError, IsADirectoryError) as e:  # a path naming the wrong thing
+            fail(UsageError(f"{e.filename}: {e.strerror.lower()}: a file stands where a folder is needed, or the reverse"))
         except OSError as e:  # a write outside `jsonio` (a notebook, a lock) that found the disk full
             from ..jsonio import DISK_ERRNOS, disk_full
 

@@ -68,9 +68,11 @@ def sweep_cmd(backends, **given):
 @click.option("--resamples", type=click.IntRange(100), default=2000, show_default=True)
 @click.option("--confidence", type=click.FloatRange(0.5, 0.999), default=0.95, show_default=True)
 @click.option("--allow-failures", is_flag=True, help="Write the band even if a sweep had refused/failed members.")
+@click.option("--allow-predictions", is_flag=True,
+              help="Accept predictions: sweeps (answers read from files) as samples of the baseline (refused by default).")
 @SWEEP_OPTIONS
 def band_cmd(n_sweeps, backend, sweep_backends, from_runs, label, band_out, runs_dir, readme, seed, resamples,
-             confidence, allow_failures, **given):
+             confidence, allow_failures, allow_predictions, **given):
     """Measure the noise band from N ≥ 2 baseline sweeps; write band.json and print its table.
 
     Give exactly one of: --backend NAME=SPEC with --sweeps N (live, N runs), --sweep-backend
@@ -91,7 +93,7 @@ def band_cmd(n_sweeps, backend, sweep_backends, from_runs, label, band_out, runs
     done = measure(
         run_options(**given), specs=specs, from_runs=from_runs, runs_dir=runs_dir, out=band_out, label=label,
         readme=readme, seed=SEED if seed is None else seed, resamples=resamples, confidence=confidence,
-        allow_failures=allow_failures,
+        allow_failures=allow_failures, allow_predictions=allow_predictions,
         on_sweep=lambda i, n, spec, folder: click.echo(f"Sweep {i}/{n}: {spec.redacted()} → {folder}"),
         on_swept=print_summary)
     click.echo(done.markdown, nl=False)
@@ -235,4 +237,66 @@ def publish_cmd(member, corpus, sources, board, labels):
     for task, m, label in publish(member, corpus, board=target, sources=sources_dir(sources),
                                   backends=list(labels) or None):
         click.echo(f"published {task}/{m} [{label}] → {target}")
+    sys.exit(EXIT_OK)
+
+
+@main.command("plan")
+@click.option("--task", required=True, help="The task the comparison is on.")
+@click.option("--band", "band_file", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
+              help="Size from band.json's member_sd (default: <corpus>/band.json when --pilot is not given).")
+@click.option("--pilot", type=click.Path(path_type=Path, file_okay=False, exists=True), default=None,
+              help="Size from the per-member scores of this run or sweep folder.")
+@click.option("--label", default=None, help="The pilot's backend label when it holds several.")
+@click.option("--metric", default="score", show_default=True, help="The metric compared.")
+@click.option("--effect", type=click.FloatRange(0, min_open=True), default=None,
+              help="A target paired effect: also print the members needed to detect it.")
+@click.option("--alpha", type=click.FloatRange(0, 0.5, min_open=True), default=0.05, show_default=True,
+              help="Two-sided significance level.")
+@click.option("--power", type=click.FloatRange(0.5, 1, max_open=True), default=0.8, show_default=True)
+@click.option("--samples", type=click.IntRange(1), default=1, show_default=True,
+              help="Extractions per member (its figure is their mean).")
+@click.option("--rho", type=click.FloatRange(-1, 1), default=0.5, show_default=True,
+              help="With --pilot: the assumed correlation of a member's scores under the two configurations.")
+@click.option("--members", type=click.IntRange(2), default=None, help="Members of the comparison (default: the input's).")
+@CORPUS
+def plan_cmd(task, band_file, pilot, label, metric, effect, alpha, power, samples, rho, members, corpus):
+    """Power before a run: the minimum detectable paired effect (MDE) for the members, and the members needed
+    for --effect (docs/scoreboard.md: what is measured, what is assumed). Exit 0; 2 bad input; 3 no band file."""
+    from ..band import band_path, load_band
+    from ..power import pilot_samples, plan
+
+    if band_file and pilot:
+        raise UsageError("plan: give --band FILE or --pilot RUN, not both")
+    src = {"pilot": pilot_samples(pilot, task, metric, label)} if pilot else \
+        {"band": load_band(band_file or band_path(corpus), must_exist=True)}
+    p = plan(task, metric=metric, effect=effect, alpha=alpha, power=power, samples=samples, rho=rho, members=members,
+             **src)
+    click.echo("\n".join(p.lines()))
+    sys.exit(EXIT_OK)
+
+
+@main.command("judge-audit")
+@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.option("--export", "export", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Write the candidates the judge decided (.csv, else JSONL) with an empty human column to fill in.")
+@click.option("--labels", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="A filled-in labels file: agreement, κ, error rates and corrected judged F1.")
+@click.option("--seed", type=int, default=None, help="Bootstrap seed (default: fixed).")
+def judge_audit_cmd(run_dir, export, labels, seed):
+    """The judge against people (docs/judging.md). Exit 0; 2 neither/both options or labels of another
+    judgment; 3 an unreadable labels file."""
+    from ..judgeaudit import audit, candidates, read_labels, write_labels
+    from ..stats import SEED
+
+    if bool(export) == bool(labels):
+        raise UsageError("judge-audit: give --export FILE (to label) or --labels FILE (labelled), not both")
+    if export:
+        rows = candidates(run_dir)
+        write_labels(export, rows)
+        accepted = sum(r["judge"] == "accept" for r in rows)
+        click.echo(f"judge-audit: {len(rows)} candidate(s) ({accepted} accepted by the judge) → {export}; fill in "
+                   "the human column (accept/reject) and run with --labels")
+        sys.exit(EXIT_OK)
+    result = audit(run_dir, read_labels(labels), SEED if seed is None else seed)
+    click.echo("\n".join(result.lines()))
     sys.exit(EXIT_OK)

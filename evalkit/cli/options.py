@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,20 @@ ALLOW_UNPRICED = click.option(
     help="Let a model with no price run under --max-usd or --dry-run (its calls count $0 and are not capped); "
          "without it such a run stops before any call (exit 2).")
 
+def _pipeline_timeout(ctx, param, value):
+    """Set as the limit's override, read wherever it is checked (sweep workers inherit it): `evalkit.limits`."""
+    from ..limits import PIPELINE_TIMEOUT_S
+
+    if value is not None:
+        os.environ[PIPELINE_TIMEOUT_S.env] = repr(value)
+
+
+PIPELINE_TIMEOUT = click.option(
+    "--pipeline-timeout", type=click.FloatRange(0, min_open=True), default=None, metavar="SECONDS",
+    expose_value=False, callback=_pipeline_timeout,
+    help="Wall-clock limit of one call of a python: pipeline; past it the member is an error (cause timeout). "
+         "Default 300 (or $EVALKIT_LIMIT_PIPELINE_TIMEOUT_S).")
+
 # `evalkit run` and `evalkit score`
 RUN_OPTIONS = apply(
     CORPUS, SOURCES, TASKS, ONLY,
@@ -82,6 +97,7 @@ RUN_OPTIONS = apply(
     SCHEDULER,
     KERNELS,
     MAX_CONCURRENCY,
+    PIPELINE_TIMEOUT,
     click.option("--html/--no-html", default=True, help="Render the HTML report."),
     click.option("--update-scoreboard", "update_board", is_flag=True,
                  help="Write the scored entries to the corpus's scoreboard.json."),
@@ -99,6 +115,7 @@ SWEEP_OPTIONS = apply(
                  help="Run the extract/score notebooks (default), or only extraction + scoring (fast, no .ipynb)."),
     click.option("--html/--no-html", default=False, help="Render each member's HTML (default: no)."),
     KERNELS,
+    PIPELINE_TIMEOUT,
 )
 
 # `evalkit run` and `evalkit sweep`: which members of each task, the task settings overridden, replay misses
@@ -134,25 +151,14 @@ JUDGE_OPTIONS = apply(
 )
 
 
-def run_options(*, corpus: Path | None, sources: Path | None, tasks=(), only=(), backends=(), workers=None,
-                update_board: bool = False, board: Path | None = None, **given: Any):
-    """The `RunOptions` of a command's parsed values: defaults filled in, empty selections as None, the
-    scoreboard to write (``--update-scoreboard [--board]``), and the history that every command's run appends to."""
-    from ..corpus import DEFAULT_CORPUS, sources_dir
-    from ..runner import RunOptions
-    from ..scoreboard import board_path
+def run_options(**given: Any):
+    """The `RunOptions` of a command's parsed values (`runner.run_options`, which `evalkit.run` calls too): the
+    scope options' click names (``--set``, ``--seed``) mapped to their fields."""
+    from ..runner import run_options as build
 
-    corpus = Path(corpus or DEFAULT_CORPUS)
-    if "record" in given:
-        given["record"] = list(given["record"])
     if "set_" in given:  # SCOPE_OPTIONS
         from ..models import parse_settings
 
         given["settings"] = parse_settings(given.pop("set_"))
         given["seed"] = given.pop("sample_seed")
-    opts = RunOptions(corpus=corpus, sources=sources_dir(sources), tasks=list(tasks) or None, only=list(only) or None,
-                      backends=list(backends), board=(board or board_path(corpus)) if update_board else None,
-                      history=True, **given)
-    if workers:
-        opts.workers = workers
-    return opts
+    return build(**given)

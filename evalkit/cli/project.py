@@ -57,3 +57,16 @@ def sources_cmd(check, corpus, sources):
         if bad:
             sys.exit(EXIT_INTEGRITY if any(e.status == ALTERED for e in expected) else EXIT_INVALID)
     sys.exit(EXIT_OK)
+
+
+@main.command("docs")
+@click.argument("name", required=False)
+def docs_cmd(name):
+    """Print the path of the shipped docs page NAME (tutorial, authoring, corpus-format, …); without NAME, list
+    the pages and the folder holding them."""
+    from ..resources import DOCS_DIR, doc, docs
+
+    if name:
+        click.echo(doc(name))
+    else:
+        click.echo(f"{DOCS_DIR}: {', '.join(docs())} (evalkit docs NAME prints a page's path)")

@@ -8,6 +8,11 @@ score = Σ credit / Σ weight over the rows. Keys of the extraction that the
 spec does not name get no row (they would distort the `extra` count, which
 means "stated a value the document does not have"); they are listed in
 `details["unscored_fields"]`.
+
+A `table` field gives one row per cell, with `row` and `column` (scoring/tables.py), weighted so the table's
+credit is its cell F1 × weight. When the task asks for evidence, a field's row also carries its `evidence`
+outcome, and `details["evidence"]` one row per such field (scoring/evidence.py); the record's `evidence` key is
+then not an unscored field.
 """
 
 from __future__ import annotations
@@ -37,7 +42,9 @@ from .normalize import (
 )
 from .text import normalize
 
-Kind = Literal["id", "text", "exact_text", "enum", "number", "date", "duration", "set", "parties", "conditions", "terms"]
+Kind = Literal["id", "text", "exact_text", "enum", "number", "date", "duration", "set", "parties", "conditions", "terms",
+               "table"]
+CELL_KINDS = ("id", "text", "exact_text", "enum", "number", "date", "duration", "set", "parties")  # a table's columns
 CONDITION_TOLERANCE = 0.001  # numbers inside conditions are mostly rates; exact equality is too strict
 
 
@@ -50,6 +57,39 @@ class FieldSpec(Strict):
     fields: dict[str, "FieldSpec"] | None = None
     align_by: list[str] = Field(default_factory=list)
     tie_by: list[str] = Field(default_factory=list)
+    # kind `table` only: each column's kind (and tolerance); rows are aligned by assignment (scoring/tables.py)
+    columns: dict[str, "FieldSpec"] | None = None
+    # ask the record for a quote bearing this field's value (scoring/evidence.py); None: the task's `evidence`
+    evidence: bool | None = None
+    derive: Literal["sum"] | None = None  # kind number: evidence may state the addends instead of the value
+
+    @model_validator(mode="after")
+    def _table_legal(self) -> "FieldSpec":
+        if self.kind != "table":
+            if self.columns is not None:
+                raise ValueError(f"columns are only allowed for kind table, not {self.kind}")
+            return self
+        if not self.columns:
+            raise ValueError("kind table needs `columns`: each column's kind (and tolerance)")
+        for name, col in self.columns.items():
+            if col.kind not in CELL_KINDS:
+                raise ValueError(f"column {name!r}: kind {col.kind} is not a cell kind ({', '.join(CELL_KINDS)})")
+            if col.weight != 1.0 or col.identifier or col.evidence is not None:
+                raise ValueError(f"column {name!r}: cells weigh alike (the table's weight is its cell F1's); no "
+                                 "weight, identifier or evidence on a column")
+        if self.evidence:
+            raise ValueError("evidence is asked per scalar field, not for a table")
+        return self
+
+    @model_validator(mode="after")
+    def _evidence_legal(self) -> "FieldSpec":
+        from .evidence import KINDS
+
+        if self.evidence and self.kind not in KINDS:
+            raise ValueError(f"evidence: true is only allowed for kind {', '.join(KINDS)}, not {self.kind}")
+        if self.derive is not None and self.kind != "number":
+            raise ValueError(f"derive is only allowed for kind number, not {self.kind}")
+        return self
 
     @model_validator(mode="after")
     def _terms_legal(self) -> "FieldSpec":
@@ -79,6 +119,13 @@ class FieldsOptions(Strict):
     fields: dict[str, FieldSpec] = Field(min_length=1)
     gate: GateOptions = GateOptions()
     hallucination_penalty: float = Field(2.0, ge=1.0)  # < 1 would make inventing an id cheaper than omitting it
+    evidence: bool = False  # ask a quote for every field of a kind a quote can bear (a field's own `evidence` wins)
+
+    def asks_evidence(self, name: str) -> bool:
+        from .evidence import KINDS
+
+        spec = self.fields[name]
+        return spec.evidence if spec.evidence is not None else (self.evidence and spec.kind in KINDS)
 
     @model_validator(mode="after")
     def _gate_names_known(self) -> "FieldsOptions":
@@ -358,6 +405,35 @@ def _terms_rows(ctx: ScoreContext, name: str, spec: FieldSpec, exp: Any, got: An
     return rows
 
 
+def _table_rows(ctx: ScoreContext, name: str, spec: FieldSpec, exp: Any, got: Any) -> tuple[list[dict], Any]:
+    """Kind `table`: rows aligned by assignment, then one item row per cell (scoring/tables.py), with `row` and
+    `column`. The table's credit is its cell F1 × weight: each cell row weighs its share of the F1 denominator
+    2·TP + FP + FN (a cell with values on both sides twice, one with a value on one side once), so Σ credit
+    over the cells is weight · 2·TP / (2·TP + FP + FN)."""
+    from .tables import as_rows, score_table
+
+    columns = spec.columns or {}
+    expected, extracted = as_rows(exp), as_rows(got)
+
+    def same(column: str, e: Any, g: Any) -> tuple[bool, str]:
+        return COMPARE[columns[column].kind](e, g, columns[column])
+
+    table = score_table(expected, extracted, list(columns), same)
+    if not table.cells:  # no cell on either side: one matching row at the table's weight
+        row = {"member": ctx.member_id, "field": name, "kind": spec.kind, "weight": spec.weight,
+               "expected": _jsonable(exp), "extracted": _jsonable(got)}
+        return [row | {"outcome": "match", "credit": spec.weight, "reason": "no cell on either side"}], table
+    slots = sum(c.slots for c in table.cells)
+    rows = []
+    for c in table.cells:
+        weight = spec.weight * c.slots / slots
+        rows.append({"member": ctx.member_id, "field": f"{name}[{c.row}].{c.column}", "row": c.row, "column": c.column,
+                     "kind": columns[c.column].kind, "weight": weight, "expected": _jsonable(c.expected),
+                     "extracted": _jsonable(c.extracted), "outcome": c.outcome,
+                     "credit": weight if c.outcome == "match" else 0.0, "reason": c.reason})
+    return rows, table
+
+
 def _field_rows(ctx: ScoreContext, name: str, spec: FieldSpec, exp: Any, got: Any, source: list[str] | None,
                 penalty: float) -> list[dict]:
     if spec.kind == "terms":
@@ -425,6 +501,63 @@ def _describe_gate(blocking: bool, missing: list[str]) -> str:
     return f"{'blocking' if blocking else 'not blocking'} with missing [{', '.join(missing)}]"
 
 
+# ---------------------------------------------------------------- tables and evidence
+
+EVIDENCE_KEY = "evidence"  # the record's key holding {field: {page, quote}} when the task asks for evidence
+
+
+def _table_metrics(tables: list[Any]) -> dict[str, float | int | None]:
+    """Cell precision/recall/F1 over every table field (counts summed), and their mean structure score; no keys
+    for a task without a table field (its members' figures stay what they were)."""
+    from .sets import PRF
+
+    if not tables:
+        return {}
+    prf = PRF(*(sum(getattr(t.prf, k) for t in tables) for k in ("tp", "fp", "fn")))
+    cells = prf.metrics("table_cell")
+    if prf.f1 is None:  # no cell on either side: nothing was got wrong
+        cells |= {"table_cell_precision": 1.0, "table_cell_recall": 1.0, "table_cell_f1": 1.0}
+    shaped = [t for t in tables if t.pairs or t.missing or t.extra] or tables  # an empty table on both sides: no say
+    return cells | {"table_structure": math.fsum(t.structure for t in shaped) / len(shaped)}
+
+
+def _evidence(ctx: ScoreContext, opts: FieldsOptions, rows: list[dict], record: dict) -> list[dict] | None:
+    """One evidence row per field that asks for it and has an extracted value (scoring/evidence.py); its outcome
+    is also written on the field's item row (`evidence`). None when the task asks for no evidence."""
+    from .evidence import judge
+
+    asked = [n for n in opts.fields if opts.asks_evidence(n)]
+    if not asked:
+        return None
+    given = record.get(EVIDENCE_KEY)
+    given = given if isinstance(given, dict) else {}
+    by_field = {r["field"]: r for r in rows}
+    out = []
+    for name in asked:
+        row, spec = by_field.get(name), opts.fields[name]
+        if row is None or is_missing(row["extracted"]):
+            continue
+        found = judge(spec.kind, row["extracted"], row["outcome"] == "match", given.get(name), ctx.source_text or "",
+                      spec.tolerance or 0.0, spec.derive)
+        row["evidence"] = found.outcome
+        out.append({"field": name, "extracted": row["extracted"], "value": row["outcome"], **found.to_json()})
+    return out
+
+
+def _evidence_metrics(evidence: list[dict] | None) -> dict[str, float | int | None]:
+    from .evidence import OUTCOMES
+
+    if evidence is None:
+        return {}
+    counts = {o: sum(e["outcome"] == o for e in evidence) for o in OUTCOMES}
+    return {"evidence_grounded_rate": ratio(counts["grounded"], len(evidence)),
+            "evidence_grounded": counts["grounded"],
+            "evidence_right_value_wrong_evidence": counts["right_value_wrong_evidence"],
+            "evidence_does_not_support": counts["evidence_does_not_support"],
+            "evidence_not_found": counts["evidence_not_found"],
+            "evidence_missing": counts["no_evidence"]}
+
+
 def truth_from_record(record: Any, options: Any) -> FieldsTruth:
     """Another backend's record as the truth (``--reference``): its values, and the gate it passes or fails."""
     opts = options if isinstance(options, FieldsOptions) else FieldsOptions.model_validate(options or {})
@@ -440,12 +573,17 @@ def score(extraction: Any, truth: FieldsTruth, ctx: ScoreContext) -> ScoreResult
     got_of = record or {}
     source = document_keys(ctx.source_text or "")
 
-    rows = [
-        row
-        for name, spec in opts.fields.items()
-        for row in _field_rows(ctx, name, spec, truth.record.get(name), got_of.get(name), source,
-                               opts.hallucination_penalty)
-    ]
+    rows: list[dict] = []
+    tables = []
+    for name, spec in opts.fields.items():
+        if spec.kind == "table":
+            cells, table = _table_rows(ctx, name, spec, truth.record.get(name), got_of.get(name))
+            rows += cells
+            tables.append(table)
+        else:
+            rows += _field_rows(ctx, name, spec, truth.record.get(name), got_of.get(name), source,
+                                opts.hallucination_penalty)
+    evidence = _evidence(ctx, opts, rows, got_of)
     total_weight = math.fsum(r["weight"] for r in rows)
     headline = ratio(math.fsum(r["credit"] for r in rows), total_weight)
     counts = {o: sum(r["outcome"] == o for r in rows) for o in ("match", "mismatch", "missing", "extra", "hallucinated")}
@@ -477,13 +615,17 @@ def score(extraction: Any, truth: FieldsTruth, ctx: ScoreContext) -> ScoreResult
             "hallucinated": counts["hallucinated"],
             "gate_agrees": gate_agrees,
             "gate_blocking": gate.blocking,
+            **_table_metrics(tables),
+            **_evidence_metrics(evidence),
         },
         items=rows,
         notes=notes,
         details={
             "gate": gate.to_json(),
             "expected_gate": {"missing_fields": expected_missing, "blocking": truth.expected_blocking},
-            "unscored_fields": sorted(k for k in got_of if k not in opts.fields),
+            "unscored_fields": sorted(k for k in got_of if k not in opts.fields
+                                      and not (k == EVIDENCE_KEY and evidence is not None)),
+            **({"evidence": evidence} if evidence is not None else {}),
         },
     )
 
@@ -504,6 +646,32 @@ METRICS = (
            "expected_missing_fields and expected_blocking", score),
     Metric("gate_blocking", "the gate blocks the extraction: a required field missing, or a sum_equals rule broken "
            "or unreadable", run_gate),
+    # Only for a task with a `table` field (scoring/tables.py), counts summed over its table fields:
+    Metric("table_cell_precision", "table cells (non-null values of an aligned row and a column) equal to the "
+           "truth's / the extraction's cells; rows aligned by optimal assignment on equal cells", _table_rows),
+    Metric("table_cell_recall", "table cells equal to the truth's / the truth's cells", _table_rows),
+    Metric("table_cell_f1", "2·TP / (2·TP + FP + FN) over table cells; a table's credit in the score is its cell "
+           "F1 × weight", _table_rows),
+    Metric("table_cell_tp", "table cells equal in an aligned row", _table_rows),
+    Metric("table_cell_fp", "extracted table cells not equal to the truth's (a mismatch, or a value the truth "
+           "leaves null, or a cell of an unaligned extracted row)", _table_rows),
+    Metric("table_cell_fn", "truth table cells not extracted equal (a mismatch, a null, or a cell of an unaligned "
+           "truth row)", _table_rows),
+    Metric("table_structure", "GriTS-Top (Smock et al., 2022) of the span-free grids: 2·min(rows)·|columns both "
+           "fill| / (rows·columns filled, truth + extraction), mean over the table fields with a row on either side",
+           _table_metrics),
+    # Only for a task that asks for evidence (scoring/evidence.py), over fields with an extracted value:
+    Metric("evidence_grounded_rate", "fields whose quote is in the document and bears the extracted value / "
+           "fields with an extracted value that ask for evidence", _evidence),
+    Metric("evidence_grounded", "fields whose quote is in the document and bears the value (verbatim or "
+           "normalized under the kind, or derive: sum)", _evidence),
+    Metric("evidence_right_value_wrong_evidence", "fields with the right value whose quote is in the document "
+           "but does not bear it", _evidence),
+    Metric("evidence_does_not_support", "fields with a wrong value whose quote is in the document and does not "
+           "bear it", _evidence),
+    Metric("evidence_not_found", "fields whose quote is not in the document, whitespace runs and case aside",
+           _evidence),
+    Metric("evidence_missing", "fields with an extracted value and no quote", _evidence),
 )
 
 SCORER = Scorer(

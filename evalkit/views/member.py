@@ -1,5 +1,6 @@
 """The member page's explanation of one extraction: the document with every extracted value located in it,
-the rendered prompt, the raw response and how it parsed.
+the rendered prompt, the raw response and how it parsed; when the task asks for evidence, each field's quote
+highlighted where it is in the document, with its outcome (`evidence`).
 
 Locating is display only (the scorer has already decided every outcome): each item's extracted value is
 searched for in the document as text (whole words, any run of whitespace, any case unless shorter than
@@ -20,7 +21,7 @@ from typing import Any
 import IPython.display
 import pandas as pd
 
-from .base import _is_null, fmt, items_frame, para, table
+from .base import _get, _is_null, fmt, items_frame, para, table
 
 NOT_IN_SOURCE = {"hallucinated"}  # the scorer's verdict: the value is not in the document
 MIN_CHARS = 2  # shorter text (a lone digit or letter) would be found everywhere
@@ -142,6 +143,49 @@ def document(text: str, items: Any) -> None:
         para(f"{len(missing)} extracted value(s) not found in the document (a hallucinated value is never "
              "marked, even where its text occurs):")
         table(missing)
+    evidence(text, items)
+
+
+EVIDENCE_CONTEXT = 80  # characters of the document shown on each side of a located quote
+_EVIDENCE_CLASSES = {"grounded", "right_value_wrong_evidence", "evidence_does_not_support"}
+
+
+def quote_html(text: str, row: Mapping[str, Any], context: int = EVIDENCE_CONTEXT) -> str:
+    """One evidence row's quote in its place in the document: the text around it and the quote itself escaped
+    part by part (documents and model output are untrusted), the quote in a span named after its outcome; a
+    quote the scorer did not locate is shown escaped, unmarked."""
+    span, quote = row.get("span"), str(row.get("quote") or "")
+    if not span or not text:
+        return f'<span class="ev-unlocated">{html.escape(quote, quote=False)}</span>'
+    start, end = int(span[0]), int(span[1])
+    outcome = str(row.get("outcome") or "")
+    cls = f"ev-{outcome}" if outcome in _EVIDENCE_CLASSES else "ev-other"
+    before, after = max(0, start - context), min(len(text), end + context)
+    return ("…" * (before > 0) + html.escape(text[before:start], quote=False)
+            + f'<span class="{cls}" title="{html.escape(str(row.get("field")), quote=True)}: '
+            f'{html.escape(outcome, quote=True)}">{html.escape(text[start:end], quote=False)}</span>'
+            + html.escape(text[end:after], quote=False) + "…" * (after < len(text)))
+
+
+def evidence(text: str, result: Any) -> None:
+    """The evidence a record gave for its fields (the scorer's `details["evidence"]`): one block per field with
+    its outcome and reason, its quote highlighted in the document; nothing when the task asks for none."""
+    rows = (_get(result, "details") or {}).get("evidence")
+    if rows is None:
+        return
+    counts = pd.Series([r.get("outcome") for r in rows], dtype=object).value_counts()
+    para(f"{len(rows)} field(s) with an extracted value asked for a quote"
+         + (f" ({', '.join(f'{n} {o}' for o, n in counts.items())})" if len(counts) else "")
+         + "; each quote is shown where it is in the document (evidence is reported beside the values, never in "
+           "the score).")
+    blocks = []
+    for r in rows:
+        head = (f"{r.get('field')}: {r.get('outcome')} — extracted {fmt(r.get('extracted'), 80)} (value "
+                f"{r.get('value')}), page {fmt(r.get('page')) or '—'}. {r.get('reason')}")
+        blocks.append(f"<p>{html.escape(head, quote=False)}</p><div class=\"ek-doc\"><pre>{quote_html(text, r)}"
+                      "</pre></div>")
+    plain = "\n".join(f"{r.get('field')}: {r.get('outcome')} — {r.get('quote')!r}" for r in rows)
+    _show("".join(blocks), plain)
 
 
 def _details(summary: str, body: str) -> str:

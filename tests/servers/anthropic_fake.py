@@ -3,7 +3,7 @@
 Default answer: one ``tool_use`` block calling the forced tool with a JSON
 object made from the request, ``stop_reason: "tool_use"``, usage counted as
 characters/4. Scripted actions as in `openai_fake` (``status``/``headers``,
-``delay``, ``raw``, ``model``), plus ``{"truncate": True}`` (``stop_reason:
+``delay``, ``raw``, ``model``, ``trickle``, ``chunked``; ``server.fault``), plus ``{"truncate": True}`` (``stop_reason:
 "max_tokens"`` with a partial tool input), ``{"text": "..."}`` (a text block
 instead of a tool call), ``{"input": {...}}`` (this tool input) and
 ``{"stop": "..."}`` (this stop reason).
@@ -24,7 +24,7 @@ import hashlib
 import json
 from typing import Any, Callable
 
-from .httpserver import FakeServer, HTTPRequest, HTTPResponse
+from .httpserver import FakeServer, HTTPRequest, HTTPResponse, body_mode
 
 
 def default_answer(body: dict[str, Any]) -> dict[str, Any]:
@@ -61,7 +61,7 @@ class AnthropicFake(FakeServer):
                 "type": "rate_limit_error" if action["status"] == 429 else "api_error",
                 "message": action.get("message", "scripted error")}}, headers=action.get("headers", {}), delay=delay)
         if "raw" in action:
-            return HTTPResponse(200, action["raw"], headers=action.get("headers", {}), delay=delay)
+            return HTTPResponse(200, action["raw"], headers=action.get("headers", {}), delay=delay, **body_mode(action))
         body = req.json or {}
         tool = (body.get("tool_choice") or {}).get("name", "tool")
         if "text" in action:
@@ -75,7 +75,7 @@ class AnthropicFake(FakeServer):
                         "input": action.get("input") or self.answer(body)}]
             stop = action.get("stop", "tool_use")
         return HTTPResponse(200, self.message(body, content, stop, action.get("model")),
-                            headers=action.get("headers", {}), delay=delay)
+                            headers=action.get("headers", {}), delay=delay, **body_mode(action))
 
     # -- Message Batches: create, retrieve (polls), results (JSONL) -----------------------------------------
     def _batch(self, req: HTTPRequest) -> HTTPResponse:

@@ -4,7 +4,11 @@ Only what the provider SDKs need: one request per message, Content-Length
 bodies, JSON in and out. Each fake provider supplies an async handler; every
 request is logged (method, path, headers, parsed JSON body) so tests can
 assert on request shape and count calls. Faults are scripted per request:
-``server.script.append({...})`` is consumed by the next request.
+``server.script.append({...})`` is consumed by the next request; ``server.fault = {...}`` answers
+every request the script leaves (until it is set back to None: the server "recovers").
+
+How a body is sent (any action, see `body_mode`): ``{"trickle": S}`` one byte every S seconds
+(Content-Length announced), ``{"chunked": True}`` chunked transfer encoding, no Content-Length.
 """
 
 from __future__ import annotations
@@ -40,18 +44,49 @@ class HTTPResponse:
     body: bytes | str | dict = b""
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0  # seconds to wait before answering
+    trickle: float = 0.0  # seconds between the body's bytes (0: all at once)
+    chunked: bool = False  # chunked transfer encoding, no Content-Length
 
-    def encode(self) -> bytes:
+    def parts(self) -> tuple[bytes, bytes]:
+        """(the status line and headers, the body)."""
         body = self.body
         content_type = self.headers.get("content-type", "application/json")
         if isinstance(body, dict):
             body = json.dumps(body)
         if isinstance(body, str):
             body = body.encode("utf-8")
-        head = [f"HTTP/1.1 {self.status} {REASONS.get(self.status, 'Status')}", f"content-type: {content_type}",
-                f"content-length: {len(body)}"]
+        length = "transfer-encoding: chunked" if self.chunked else f"content-length: {len(body)}"
+        head = [f"HTTP/1.1 {self.status} {REASONS.get(self.status, 'Status')}", f"content-type: {content_type}", length]
         head += [f"{k}: {v}" for k, v in self.headers.items() if k.lower() != "content-type"]
-        return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
+        return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1"), body
+
+    def encode(self) -> bytes:
+        head, body = self.parts()
+        return head + body
+
+
+def body_mode(action: dict[str, Any]) -> dict[str, Any]:
+    """The HTTPResponse arguments an action gives for how its body is sent (``trickle``, ``chunked``)."""
+    return {k: action[k] for k in ("trickle", "chunked") if k in action}
+
+
+async def _send_slowly(writer: asyncio.StreamWriter, resp: HTTPResponse) -> None:
+    """Send `resp` trickled or chunked; stops when the client has gone."""
+    head, body = resp.parts()
+    writer.write(head)
+    await writer.drain()
+    step = 1 if resp.trickle else 64 * 1024
+    for i in range(0, len(body), step):
+        if writer.transport.is_closing():
+            return
+        piece = body[i:i + step]
+        writer.write(b"%x\r\n%s\r\n" % (len(piece), piece) if resp.chunked else piece)
+        await writer.drain()
+        if resp.trickle:
+            await asyncio.sleep(resp.trickle)
+    if resp.chunked:
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
 
 
 Handler = Callable[[HTTPRequest, "FakeServer"], Awaitable[HTTPResponse]]
@@ -64,6 +99,7 @@ class FakeServer:
         self.uds = uds  # a Unix domain socket path to listen on instead of host:port
         self.requests: list[HTTPRequest] = []
         self.script: list[dict[str, Any]] = []  # per-request faults, consumed in order
+        self.fault: dict[str, Any] | None = None  # the action of every request the script leaves
         self.lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -82,7 +118,7 @@ class FakeServer:
 
     def next_action(self) -> dict[str, Any]:
         with self.lock:
-            return self.script.pop(0) if self.script else {}
+            return self.script.pop(0) if self.script else dict(self.fault or {})
 
     def start(self) -> "FakeServer":
         self._thread = threading.Thread(target=self._run, name="fake-provider", daemon=True)
@@ -151,8 +187,11 @@ class FakeServer:
                 if resp.delay:
                     await asyncio.sleep(resp.delay)
                 try:
-                    writer.write(resp.encode())
-                    await writer.drain()
+                    if resp.trickle or resp.chunked:
+                        await _send_slowly(writer, resp)
+                    else:
+                        writer.write(resp.encode())
+                        await writer.drain()
                 except ConnectionError:
                     return
                 if headers.get("connection", "").lower() == "close":

@@ -10,6 +10,9 @@ Default answer: a JSON object made from the request (deterministic), with
     {"raw": "not json at all"}                           a malformed 200 body
     {"content": "...", "finish": "length"}               a chosen answer / finish reason
     {"model": "...", "headers": {...}}                   a chosen reported model id / response headers
+    {"trickle": 0.2} / {"chunked": True}                 how the body is sent (`httpserver.body_mode`)
+
+``server.fault = {...}`` answers every request the script leaves, until set back to None.
 
 Automatic prefix caching in miniature: a request whose system message was seen before reports it
 (characters/4) as ``usage.prompt_tokens_details.cached_tokens``.
@@ -33,9 +36,9 @@ from typing import Any, Callable
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from servers.httpserver import FakeServer, HTTPRequest, HTTPResponse  # type: ignore
+    from servers.httpserver import FakeServer, HTTPRequest, HTTPResponse, body_mode  # type: ignore
 else:
-    from .httpserver import FakeServer, HTTPRequest, HTTPResponse
+    from .httpserver import FakeServer, HTTPRequest, HTTPResponse, body_mode
 
 
 def default_answer(body: dict[str, Any]) -> dict[str, Any]:
@@ -153,7 +156,7 @@ class OpenAIFake(_BatchAPIMixin, FakeServer):
                                                              "type": "server_error"}},
                                 headers=action.get("headers", {}), delay=delay)
         if "raw" in action:
-            return HTTPResponse(200, action["raw"], headers=action.get("headers", {}), delay=delay)
+            return HTTPResponse(200, action["raw"], headers=action.get("headers", {}), delay=delay, **body_mode(action))
         fmt = body.get("response_format") or {}
         if self.reject_json_schema and fmt.get("type") == "json_schema":
             return HTTPResponse(500, {"error": {"message": "1 validation error: ('body', 'response_format', 'type') "
@@ -173,7 +176,7 @@ class OpenAIFake(_BatchAPIMixin, FakeServer):
             "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(content) // 4 + 1,
                       "total_tokens": prompt_chars // 4 + len(content) // 4 + 1,
                       "prompt_tokens_details": {"cached_tokens": cached}},
-        }, headers=action.get("headers", {}), delay=delay)
+        }, headers=action.get("headers", {}), delay=delay, **body_mode(action))
 
 
 def main() -> None:
