@@ -71,17 +71,49 @@ def score(corpus: str | Path, predictions: str | Path, **kwargs) -> RunResult:
 class RunTables:
     """A run's results as two tidy pandas frames, every task of the run stacked.
 
-    `members`: one row per member × backend: task, member, backend, status (``scored`` / ``error``),
-    cause, score, passed, verdict, token counts, cost, latency and every metric as ``metric.<name>``.
+    `members`: one row per member × backend: task, member, backend, status (``scored`` / ``error`` /
+    ``not_covered`` / ``skipped`` / ``refused``: `evalkit.status`), cause, heldout (bool), score, passed,
+    verdict, answer (a scored answer's parse outcome: ok / malformed / truncated / schema_invalid),
+    recovered, token counts, cost, latency and every metric as ``metric.<name>``.
     `items`: one row per scored item (a field, a triple, an area…) with its outcome and the scorer's
     reason, keyed by task, member and backend."""
 
     members: pd.DataFrame
     items: pd.DataFrame
 
+    def counts(self) -> pd.DataFrame:
+        """One row per task × backend: every count of summary.json (`evalkit.status.count`, the one counter)."""
+        import pandas as pd
+
+        from .status import count
+
+        rows = [{"task": task, "backend": backend, **count(m.to_dict("records")).to_json()}
+                for (task, backend), m in self.members.groupby(["task", "backend"], sort=False)]
+        return pd.DataFrame(rows)
+
+
+def _unscored_rows(path: str | Path) -> list[dict]:
+    """The member × backends a run has no result folder for, from its summary.json: not covered (per
+    backend) and skipped or refused (the task's members the gate left out, for each backend)."""
+    from .runfolder import read_run_json, read_summary
+    from .status import NOT_COVERED, SKIPPED, shown
+
+    heldout = set(read_run_json(path).get("heldout") or [])
+    rows = []
+    for task, t in ((read_summary(path) or {}).get("tasks") or {}).items():
+        backends = t.get("backends") or []
+        for b in backends:
+            unscored = [(m, NOT_COVERED, NOT_COVERED) for m in b.get("not_covered") or []]
+            unscored += [(s["member"], s.get("status") or SKIPPED, s.get("reason")) for s in b.get("skipped") or []]
+            rows += [{"task": task, "member": m, "backend": b["backend"], "status": status, "cause": cause,
+                      "label": m if len(backends) <= 1 else f"{m} [{b['backend']}]", "verdict": shown(status),
+                      "heldout": f"{task}/{m}" in heldout} for m, status, cause in unscored]
+    return rows
+
 
 def load_run(path: str | Path) -> RunTables:
-    """The member and item tables of the run folder at `path` (`evalkit.report.load_scores` per task).
+    """The member and item tables of the run folder at `path` (`evalkit.report.load_scores` per task, and a
+    row for each member × backend that was not covered or skipped); `RunTables.counts` counts them.
 
     Raises `evalkit.errors.CorpusError` when `path` is not a folder."""
     import pandas as pd
@@ -92,6 +124,10 @@ def load_run(path: str | Path) -> RunTables:
     tasks = sorted({s.task for s in scan(path, status=None, unscored=True)})
     frames = [load_scores(path, t) for t in tasks]
     keys = ["task", "member", "backend", "label"]
-    members = pd.concat([m for m, _ in frames], ignore_index=True) if frames else pd.DataFrame(columns=MEMBER_COLUMNS)
+    members = [m for m, _ in frames if len(m)]
+    if extra := _unscored_rows(path):
+        members.append(pd.DataFrame(extra))
+    members = pd.concat(members, ignore_index=True) if members else pd.DataFrame(columns=MEMBER_COLUMNS)
+    members["heldout"] = members["heldout"].fillna(False).astype(bool)
     items = [i for _, i in frames if len(i)]
     return RunTables(members, pd.concat(items, ignore_index=True) if items else pd.DataFrame(columns=keys))

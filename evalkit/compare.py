@@ -9,10 +9,10 @@ extraction.json / score.json / judgments.json, the task's pairwise.json). For ev
   every metric's mean difference with a paired bootstrap CI and sign-flip p, the one-line statement
   (with the task's noise band when band.json has one), per-field accuracy (flat fields), verdict flips
   and the items whose outcome changed; `nothing_comparable` says why a task has none;
-* `calls_table`: per backend, latency percentiles, error rate, structured-
-  output counts (parse outcomes), tokens and USD (`evalkit.pool.summarize_calls`
-  over the extraction calls' run blocks), and, under a strict ontology,
-  vocabulary compliance.
+* `calls_table`: per backend, errors and error rate and the answers' parse outcomes
+  (`evalkit.status.count` over the member rows: the counts of summary.json), latency
+  percentiles, tokens and USD (`evalkit.pool.call_figures` over the extraction calls' run
+  blocks), and, under a strict ontology, vocabulary compliance.
 
 Graph tasks add:
 
@@ -48,7 +48,7 @@ import pandas as pd
 from . import runfolder
 from .errors import CorpusError
 from .stats import CONFIDENCE, RESAMPLES, SEED, micro_f1, micro_f1_ci, sub_seed
-from .status import SCORED
+from .status import PARSE_OUTCOMES, SCORED, count, row_of
 from .summary import completion_of
 
 AXES = ("entities", "relations")
@@ -109,7 +109,8 @@ def load(run_dir: str | Path, task: str, backends: list[str] | None = None, judg
         if j is not None:
             judgments[(member, backend)] = j
         rows.append({"member": member, "backend": backend, "scored": s.status == SCORED,
-                     "parse": run_block.get("parse"), "error": run_block.get("error"),
+                     **row_of(s.status, s.data), "parse": run_block.get("parse"), "error": run_block.get("error"),
+                     "truncated": run_block.get("truncated"),
                      **{f"metric.{k}": v for k, v in sorted((s.score().get("metrics") or {}).items())}})
     members = pd.DataFrame(rows, columns=None if rows else ["member", "backend", "scored", "parse", "error"])
     pw = runfolder.read_pairwise(run_dir, task)
@@ -169,18 +170,22 @@ def f1_table(c: Comparison, n_boot: int = RESAMPLES, seed: int = SEED) -> pd.Dat
 # ----------------------------------------------------------------------------- calls
 
 def calls_figures(c: Comparison) -> list[dict[str, Any]]:
+    """Per backend: what its calls took (`pool.call_figures`) and its counts (`evalkit.status.count` over its
+    member rows, as summary.json's): errors are members with no score; the scored answers' parse outcomes."""
     from .ontology import aggregate_compliance
-    from .pool import summarize_calls
+    from .pool import call_figures
 
     scored = runfolder.scan(runfolder.task_dir(c.run_dir, c.task)) if c.ontology_mode == "strict" else []
     out = []
     for b in c.backends:
-        s = summarize_calls(c.calls.get(b, []))
-        row = {"backend": b, "calls": s["calls"], "errors": s["errors"], "error_rate": s["error_rate"],
+        s = call_figures(c.calls.get(b, []))
+        mine = c.members[c.members["backend"] == b].to_dict("records") if not c.members.empty else []
+        n = count(mine)
+        row = {"backend": b, "calls": n.attempted, "errors": n.errors, "error_rate": n.error_rate,
                "latency_p50": s["latency_p50"], "latency_p90": s["latency_p90"], "latency_p99": s["latency_p99"],
-               **{f"parse_{k}": s["parse"].get(k, 0) for k in ("clean", "recovered", "malformed", "error")},
-               "truncated_exhausted": s["truncated_exhausted"], "input_tokens": s["input_tokens"],
-               "output_tokens": s["output_tokens"], "usd": s["usd"], "replayed": s["replayed"]}
+               **{f"parse_{k}": v for k, v in n.parse.items()}, "recovered": n.recovered,
+               "input_tokens": s["input_tokens"], "output_tokens": s["output_tokens"], "usd": s["usd"],
+               "replayed": s["replayed"]}
         if c.ontology_mode == "strict":  # micro: summed inside / summed emitted over the scored members
             figures = [v for r in scored
                        if r.backend == b and (v := (r.score().get("details") or {}).get("vocabulary"))]
@@ -192,11 +197,12 @@ def calls_figures(c: Comparison) -> list[dict[str, Any]]:
 def calls_table(c: Comparison) -> pd.DataFrame:
     rows = []
     for r in calls_figures(c):
-        row = {"backend": r["backend"], "calls": r["calls"], "error rate": _fig(r["error_rate"]),
+        row = {"backend": r["backend"], "calls": r["calls"], "errors": r["errors"], "error rate": _fig(r["error_rate"]),
                "latency p50 s": _fig(r["latency_p50"], 2), "p90 s": _fig(r["latency_p90"], 2),
-               "p99 s": _fig(r["latency_p99"], 2), "clean": r["parse_clean"], "recovered": r["parse_recovered"],
-               "malformed": r["parse_malformed"], "error": r["parse_error"], "input tokens": r["input_tokens"],
-               "output tokens": r["output_tokens"], "USD": f"{r['usd']:.4f}", "replayed": r["replayed"]}
+               "p99 s": _fig(r["latency_p99"], 2),
+               **{k.replace("_", " "): r[f"parse_{k}"] for k in PARSE_OUTCOMES}, "recovered": r["recovered"],
+               "input tokens": r["input_tokens"], "output tokens": r["output_tokens"], "USD": f"{r['usd']:.4f}",
+               "replayed": r["replayed"]}
         if "vocabulary_compliance" in r:
             row["vocabulary compliance"] = _fig(r["vocabulary_compliance"])
         rows.append(row)

@@ -3,7 +3,8 @@
 * the run: its date, command, corpus, evalkit version, and each backend with its cassette's sha256
   (run.json);
 * one table, task × backend (summary.json, `evalkit.summary`): the headline metric named, its mean with
-  the 95 % bootstrap CI, passed/N, errors, skipped, not covered — one row per backend, never pooled;
+  the 95 % bootstrap CI, passed/N, errors, skipped, not covered, and the scored answers that were malformed,
+  truncated or schema-invalid (`evalkit.status`: scored, not errors) — one row per backend, never pooled;
 * the skipped members, each with the reason, which names the fix (where to put the source).
 
 `render.render_index` calls `overview_html`. Everything from the run folder is escaped: ids, labels and
@@ -19,6 +20,9 @@ from typing import Any, Mapping
 
 from . import runfolder
 from .errors import CorpusError
+from .status import OK, PARSE_OUTCOMES
+
+FAULTS = tuple(o for o in PARSE_OUTCOMES if o != OK)  # scored answers with a fault: counted apart, never errors
 
 __all__ = ["overview_html", "without_run_block", "OVERVIEW_CSS", "RUN_START", "RUN_END"]
 
@@ -61,7 +65,8 @@ def _table(tasks: Mapping[str, Any]) -> list[str]:
     out = ['<table class="overview"><thead><tr><th>task</th><th>headline metric</th><th>backend</th>'
            '<th>mean (tuned)</th><th>95% CI</th><th>held-out mean (n)</th><th>passed / N</th><th>errors</th>'
            '<th>skipped</th><th>not covered</th>'
-           "</tr></thead><tbody>"]
+           + "".join(f"<th>{o.replace('_', ' ')}</th>" for o in FAULTS)
+           + "</tr></thead><tbody>"]
     for task, t in tasks.items():
         for b in t.get("backends") or []:
             name = t["headline"] if t["headline"] in b["metrics"] else "score"
@@ -74,7 +79,8 @@ def _table(tasks: Mapping[str, Any]) -> list[str]:
                        f'<td class="num">{_pct(f.get("mean"))}</td><td class="num ci">{ci}</td>'
                        f'<td class="num">{held_cell}</td>'
                        f'<td class="num">{b["passed"]}/{b["members"]}</td><td class="num">{b["errors"]}</td>'
-                       f'<td class="num">{len(b["skipped"])}</td><td class="num">{len(b["not_covered"])}</td></tr>')
+                       f'<td class="num">{len(b["skipped"])}</td><td class="num">{len(b["not_covered"])}</td>'
+                       + "".join(f'<td class="num">{(b.get("parse") or {}).get(o, 0)}</td>' for o in FAULTS) + "</tr>")
     out.append("</tbody></table>")
     return out
 

@@ -244,12 +244,12 @@ def tqdm_progress(total: int, desc: str = "extract") -> tuple[Progress, Callable
     return progress, bar.close
 
 
-def summarize_calls(completions: list[Completion]) -> dict:
-    """Per-backend figures for reports: latency p50/p90/p99 (live calls only), error rate, parse and
-    truncation counts, tokens and USD. Replayed calls report their recorded latency and cost."""
+def call_figures(completions: list[Completion]) -> dict:
+    """What calls cost and took, never a count of outcomes (`evalkit.status.count` is the one counter):
+    calls, latency p50/p90/p99 (calls made: a budget stop made none), tokens, USD, batched, replayed.
+    Replayed calls report their recorded latency and cost."""
     import statistics
 
-    n = len(completions)
     lat = sorted(c.latency_s for c in completions if c.error is None or not c.error.startswith(SKIPPED_PREFIX))
 
     # 99 cut points, computed once; with a single call every percentile is that call.
@@ -258,17 +258,9 @@ def summarize_calls(completions: list[Completion]) -> dict:
     def pct(p: int) -> float | None:
         return cuts[p - 1] if cuts else None
 
-    counts: dict[str, int] = {}
-    for c in completions:
-        counts[c.parse] = counts.get(c.parse, 0) + 1
-    errors = sum(1 for c in completions if c.error and not c.error.startswith(SKIPPED_PREFIX))
     return {
-        "calls": n, "errors": errors, "error_rate": errors / n if n else 0.0,
-        "skipped": sum(1 for c in completions if c.error and c.error.startswith(SKIPPED_PREFIX)),
+        "calls": len(completions),
         "latency_p50": pct(50), "latency_p90": pct(90), "latency_p99": pct(99),
-        "parse": counts,
-        "truncated_retry_succeeded": sum(1 for c in completions if c.truncated == "retry_succeeded"),
-        "truncated_exhausted": sum(1 for c in completions if c.truncated == "exhausted"),
         "input_tokens": sum(c.input_tokens for c in completions),
         "cache_read_tokens": sum(c.cache_read_tokens for c in completions),
         "cache_write_tokens": sum(c.cache_write_tokens for c in completions),
@@ -276,3 +268,17 @@ def summarize_calls(completions: list[Completion]) -> dict:
         "output_tokens": sum(c.output_tokens for c in completions),
         "usd": sum(c.usd for c in completions), "replayed": sum(1 for c in completions if c.replayed),
     }
+
+
+def summarize_calls(completions: list[Completion]) -> dict:
+    """`call_figures` and the calls' counts (`evalkit.status.count`, one row per call): ``errors`` (calls that
+    brought no answer, budget stops among them: ``skipped``), ``error_rate``, ``parse`` (the answers'
+    parse outcomes: ok / malformed / truncated / schema_invalid) and ``recovered``. For calls that are
+    not a run's members (the judge's); a run's pages count its members (`evalkit.summary`)."""
+    from .status import ERROR, SCORED, count
+
+    counts = count({"status": ERROR if c.parse == "error" else SCORED, "parse": c.parse, "truncated": c.truncated,
+                    "cause": "budget_stop" if (c.error or "").startswith(SKIPPED_PREFIX) else None}
+                   for c in completions)
+    return {**call_figures(completions), "errors": counts.errors, "error_rate": counts.error_rate or 0.0,
+            "skipped": counts.causes.get("budget_stop", 0), "parse": counts.parse, "recovered": counts.recovered}

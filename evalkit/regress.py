@@ -20,6 +20,12 @@ band, `band.json`'s ``heldout`` block, else the tuned one), and a regression in 
 A member × backend that errored in the new sweep (`evalkit.status`: no score) is not comparable:
 it is named in the notes and left out of both means of the pair.
 
+A check that did not see the whole board in scope does not pass: when a standing entry (of the check's
+tasks and members, and a backend the new sweep ran; held-out ones included) was not covered by the new
+sweep (a cassette with no recording of it, a member not run) or errored, `check` exits 7
+(`errors.EXIT_PARTIAL`) with one line — "2 of 13 standing entries covered; 11 not covered, 0 errored: …"
+— unless ``--allow-partial``, which gates on what was covered and says so (`Coverage`).
+
 Every regression and improvement carries a one-sided paired sign-flip permutation p-value over
 members (`evalkit.stats.sign_flip_p`: exact up to 16 members, else 20 000 seeded random flips):
 deterministic for the same inputs.
@@ -36,7 +42,7 @@ from .corpus import HELDOUT, TUNED, group_of
 from .stats import SEED, as_number, mean, sign_flip_p, sub_seed
 
 __all__ = ["FLOOR", "HIGHER_IS_BETTER", "is_gated", "direction", "Change", "Comparison", "compare", "parse_justify",
-           "CheckResult", "check"]
+           "Coverage", "coverage", "CheckResult", "check"]
 
 EPS = 1e-12  # a difference within float noise of the band is not outside it
 
@@ -180,6 +186,51 @@ def parse_justify(values: Iterable[str]) -> dict[str, str]:
 # --------------------------------------------------------------------------- `evalkit check`
 
 
+@dataclass(frozen=True)
+class Coverage:
+    """How much of the standing board in scope (the check's tasks and members, the backends the new sweep
+    ran) the new sweep covered: a standing entry is covered (scored), errored, or not covered."""
+
+    entries: int
+    covered: int
+    errored: int
+    heldout: int = 0  # of `entries`, held-out members' (gated apart: `compare`)
+    heldout_covered: int = 0
+
+    @property
+    def not_covered(self) -> int:
+        return self.entries - self.covered - self.errored
+
+    @property
+    def partial(self) -> bool:
+        return self.covered < self.entries
+
+    def line(self, allowed: bool) -> str:
+        held = f" (held-out: {self.heldout_covered} of {self.heldout})" if self.heldout else ""
+        head = (f"{self.covered} of {self.entries} standing entries covered{held}; {self.not_covered} not covered, "
+                f"{self.errored} errored")
+        if allowed:
+            return f"{head}: gated on what was covered (--allow-partial)"
+        return f"{head}: the gate saw only part of the board; --allow-partial gates on what was covered"
+
+
+def coverage(standing: Mapping[str, Mapping[str, Mapping[str, Any]]],
+             new: Mapping[str, Mapping[str, Mapping[str, Any]]],
+             errors: Mapping[str, Mapping[str, Mapping[str, str]]], labels: Iterable[str],
+             heldout: Iterable[str] = ()) -> Coverage:
+    """`Coverage` of the `standing` entries of the backends in `labels` by `new` (scored) and `errors`."""
+    labels, heldout = set(labels), frozenset(heldout)
+    keys = [(t, b, m) for t, per_b in standing.items() for b, per in per_b.items() if b in labels for m in per]
+
+    def state(t: str, b: str, m: str) -> str:
+        return ("covered" if m in ((new.get(t) or {}).get(b) or {})
+                else "errored" if m in ((errors.get(t) or {}).get(b) or {}) else "not")
+
+    states = [(state(t, b, m), f"{t}/{m}" in heldout) for t, b, m in keys]
+    return Coverage(len(states), sum(s == "covered" for s, _ in states), sum(s == "errored" for s, _ in states),
+                    sum(h for _, h in states), sum(h and s == "covered" for s, h in states))
+
+
 @dataclass
 class CheckResult:
     """What `check` found: the comparison, the new sweep (when it ran one), and what it wrote."""
@@ -195,35 +246,49 @@ class CheckResult:
     unused: list[str] = field(default_factory=list)  # --justify keys that matched no regression
     written: int | None = None  # scoreboard entries written (None: the board was not written)
     justified: list[Change] = field(default_factory=list)
+    coverage: Coverage | None = None  # of the standing entries in scope by the new sweep
+    allow_partial: bool = False  # --allow-partial: gate on what was covered
+
+    @property
+    def refused_partial(self) -> bool:
+        """The gate saw only part of the board in scope, and --allow-partial was not given."""
+        return bool(self.coverage and self.coverage.partial and not self.allow_partial)
 
     @property
     def exit_code(self) -> int:
-        """1 for an unjustified regression; else the new sweep's failure code (5 for errored members); else 0."""
-        from .errors import EXIT_BACKEND, EXIT_FAILED, EXIT_OK
+        """1 for an unjustified regression; else the new sweep's failure code (5 for errored members: an
+        outage says more than "partial"); else 7 when a standing entry in scope was not covered (unless
+        --allow-partial); else 0."""
+        from .errors import EXIT_BACKEND, EXIT_FAILED, EXIT_OK, EXIT_PARTIAL
 
         if self.comparison.unjustified:
             return EXIT_FAILED
         if self.sweep_code != EXIT_OK:
             return self.sweep_code
-        return EXIT_BACKEND if self.errors else EXIT_OK
+        if self.errors:
+            return EXIT_BACKEND
+        return EXIT_PARTIAL if self.refused_partial else EXIT_OK
 
 
 def check(opts: Any, *, run_dir: Any = None, board: Any = None, band_file: Any = None,
           justifications: Mapping[str, str] | None = None, update_scoreboard: bool = False, seed: int = SEED,
-          on_sweep: Any = None) -> CheckResult:
+          on_sweep: Any = None, allow_partial: bool = False) -> CheckResult:
     """`evalkit check`: compare a new sweep with the standing scoreboard under the band.
 
     The new sweep is `run_dir` (a run or sweep folder) or, without it, a fresh sweep of ``opts.backends``
     into ``opts.out`` (`on_sweep(result)` is told when it ends). ``opts`` (a `runner.RunOptions`) also names
     the corpus, tasks and members (``opts.only``: ids or TASK/MEMBER). A justified regression, or
-    `update_scoreboard` on a pass, writes the new sweep as the standing entries with the justifications."""
+    `update_scoreboard` on a pass, writes the new sweep as the standing entries with the justifications.
+    A standing entry in scope (the tasks and members, of a backend the new sweep ran) that the new sweep
+    did not cover or that errored makes the check partial: it does not pass (exit 7, `CheckResult.coverage`)
+    unless `allow_partial`, which gates on what was covered and says so."""
     from dataclasses import replace
     from datetime import datetime, timezone
     from pathlib import Path
 
     from .band import band_path, collect, load_band
     from .corpus import heldout_keys
-    from .runfolder import scan
+    from .runfolder import read_summary, scan
     from .scoreboard import ScoreboardError, board_path, entries_by_task, load_board, update_scoreboard as update
     from .status import ERROR, failure_of
     from .sweep import sweep
@@ -252,16 +317,21 @@ def check(opts: Any, *, run_dir: Any = None, board: Any = None, band_file: Any =
             errors.setdefault(s.task, {}).setdefault(s.backend, {})[s.member] = str(failure_of(s.score()))
     standing = {t: {b: {m: e.get("metrics") or {} for m, e in per.items() if keep(t, m)} for b, per in d.items()}
                 for t, d in entries_by_task(standing_board, tasks).items()}
-    cmp = compare(standing, new, band, seed=seed, justifications=just, errors=errors,
-                  heldout=heldout_keys(opts.corpus, tasks))
+    heldout = heldout_keys(opts.corpus, tasks)
+    cmp = compare(standing, new, band, seed=seed, justifications=just, errors=errors, heldout=heldout)
+    ran = {s.backend for s in scan(run_dir, status=None, unscored=True)} | {
+        b.get("backend") for t in ((read_summary(run_dir) or {}).get("tasks") or {}).values()
+        for b in t.get("backends") or []}  # a backend whose every member was not covered has no result folder
+    covered = coverage(standing, new, errors, ran, heldout)
     if not cmp.compared:
         raise ScoreboardError(f"{run_dir}: nothing to compare with {board_file} (no task × backend × member in both)"
                               + "".join(f"\n  note: {n}" for n in cmp.notes))
     used = {k for c in cmp.regressions for k in (c.metric, f"{c.task}/{c.metric}", f"{c.task}/{c.backend}/{c.metric}")
             if k in just}
-    out = CheckResult(run_dir, cmp, board_file, band_at, band is None, result, sweep_code, errors, sorted(set(just) - used))
+    out = CheckResult(run_dir, cmp, board_file, band_at, band is None, result, sweep_code, errors, sorted(set(just) - used),
+                      coverage=covered, allow_partial=allow_partial)
     out.justified = [c for c in cmp.regressions if c.justification]
-    if not cmp.unjustified and (out.justified or update_scoreboard):
+    if not cmp.unjustified and not out.refused_partial and (out.justified or update_scoreboard):
         stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
         record = {f"{c.task}/{c.backend}/{c.metric}": {
             "reason": c.justification, "standing": round(c.standing, 6), "new": round(c.new, 6),

@@ -36,8 +36,8 @@ from typing import Any
 
 import pandas as pd
 
-from .runfolder import SCORE, scan, task_dir, task_results
-from .status import SCORED
+from .runfolder import SCORE, read_run_json, scan, task_dir, task_results
+from .status import ERROR, PARSE_OUTCOMES, SCORED, count, parse_outcome, recovered, shown
 
 __all__ = ["load_scores", "field_accuracy", "mean_field_accuracy", "outcome_counts", "verdict", "SUCCESS",
            "SET_ASIDE", "item_shape", "problem_rows", "set_aside_rows", "member_metrics", "metric_matrix",
@@ -46,14 +46,16 @@ __all__ = ["load_scores", "field_accuracy", "mean_field_accuracy", "outcome_coun
 SUCCESS = ("match", "matched")  # outcomes that are fine
 SET_ASIDE = ("ignored", "excluded")  # outcomes a scorer sets aside by design: counted toward nothing, not problems
 
-MEMBER_COLUMNS = ["task", "member", "backend", "label", "status", "cause", "score", "passed", "verdict", "faults", "parse",
+MEMBER_COLUMNS = ["task", "member", "backend", "label", "status", "cause", "heldout", "score", "passed", "verdict",
+                  "answer", "recovered", "faults", "parse",
                   "input_tokens", "output_tokens", "usd", "latency_s", "error", "truncated", "items", "notes", "path"]
 
 
 def verdict(passed: Any, status: str = SCORED) -> str:
-    """PASS / FAIL / n/a for a scored member; ERROR for one that has no score (`evalkit.status`)."""
+    """PASS / FAIL / n/a for a scored member; ERROR, NOT COVERED, SKIPPED for one that has no score
+    (`evalkit.status`)."""
     if status != SCORED:
-        return "ERROR"
+        return shown(status or ERROR)
     if passed is None:
         return "n/a"
     return "PASS" if passed else "FAIL"
@@ -71,10 +73,17 @@ def load_scores(run_dir: str | Path, task: str) -> tuple[pd.DataFrame, pd.DataFr
 
     ``status`` is ``scored`` or ``error`` (`evalkit.status`); an errored member × backend has its
     ``cause``, verdict "ERROR", no score, metrics or items. A member folder with an extraction.json
-    but no score.json (its notebook failed before the runner could say so) is an error too.
+    but no score.json (its notebook failed before the runner could say so) is an error too. A scored
+    one's ``answer`` is its parse outcome (ok / malformed / truncated / schema_invalid, `evalkit.status`;
+    ``recovered`` notes an ok answer that needed a repair); ``parse`` is the backend's own word.
+    ``heldout``: the member is held out (run.json), its figures reported apart.
     """
     found = task_results(run_dir, task)
     backends = {s.backend for s in found}
+    heldout: dict[Path, set[str]] = {}
+    for s in found:
+        if s.run_dir not in heldout:
+            heldout[s.run_dir] = set(read_run_json(s.run_dir).get("heldout") or [])
     rows: list[dict[str, Any]] = []
     items: list[dict[str, Any]] = []
     for s in found:
@@ -84,9 +93,11 @@ def load_scores(run_dir: str | Path, task: str) -> tuple[pd.DataFrame, pd.DataFr
         member_items = data.get("items") or []
         rows.append({
             "task": task, "member": member, "backend": backend, "label": label,
-            "status": status, "cause": data.get("cause"),
+            "status": status, "cause": data.get("cause"), "heldout": f"{task}/{member}" in heldout[s.run_dir],
             "score": data.get("score"), "passed": data.get("passed"),
             "verdict": verdict(data.get("passed"), status),
+            "answer": parse_outcome(run.get("parse"), run.get("truncated")) if status == SCORED else None,
+            "recovered": recovered(run.get("parse"), run.get("truncated")) if status == SCORED else None,
             "faults": answer_faults(data),
             "parse": run.get("parse"), "input_tokens": run.get("input_tokens"),
             "output_tokens": run.get("output_tokens"), "usd": run.get("usd"), "latency_s": run.get("latency_s"),
@@ -284,24 +295,26 @@ def run_trend(run_dir: str | Path, task: str, metric: str | None = None,
 
 
 def backend_calls(members: pd.DataFrame) -> pd.DataFrame:
-    """Per backend: calls, error rate, latency p50/p90/p99, parse outcomes, tokens and USD.
+    """Per backend: calls, errors and error rate, latency p50/p90/p99, the answers' parse outcomes, tokens, USD.
 
-    A call is one member's extraction; it is an error when the backend reported one or
-    nothing usable came back (parse ``malformed`` / ``error``)."""
+    A call is one member's extraction. Every count is `evalkit.status.count`'s (as summary.json's): an
+    error is a member with no score (``status`` error); a malformed, truncated or schema-invalid answer
+    is scored, counted under its parse outcome, never an error. ``recovered``: ok answers that needed a
+    repair (a note). Rows that are not calls (not covered, skipped) are left out."""
     columns = ["backend", "calls", "errors", "error_rate", "latency_p50_s", "latency_p90_s", "latency_p99_s",
-               "clean", "recovered", "malformed", "schema_invalid", "truncated", "input_tokens", "output_tokens", "usd"]
+               *PARSE_OUTCOMES, "recovered", "input_tokens", "output_tokens", "usd"]
     if members is None or members.empty:
         return pd.DataFrame(columns=columns)
+    if "status" in members.columns:
+        members = members[members["status"].isin([SCORED, ERROR]) | members["status"].isna()]
     rows = []
     for backend, m in members.groupby(members["backend"].map(str), sort=True):
-        parse = m["parse"].fillna("error")
-        failed = m["error"].notna() | parse.isin(["malformed", "error"])
+        c = count(m.to_dict("records"))
         latency = pd.to_numeric(m["latency_s"], errors="coerce").dropna()
         q = latency.quantile([0.5, 0.9, 0.99]) if len(latency) else pd.Series([None] * 3, index=[0.5, 0.9, 0.99])
-        rows.append({"backend": backend, "calls": len(m), "errors": int(failed.sum()),
-                     "error_rate": float(failed.mean()), "latency_p50_s": q[0.5], "latency_p90_s": q[0.9],
-                     "latency_p99_s": q[0.99], **{k: int((parse == k).sum()) for k in ("clean", "recovered", "malformed", "schema_invalid")},
-                     "truncated": int(m["truncated"].notna().sum()),
+        rows.append({"backend": backend, "calls": c.attempted, "errors": c.errors,
+                     "error_rate": c.error_rate, "latency_p50_s": q[0.5], "latency_p90_s": q[0.9],
+                     "latency_p99_s": q[0.99], **c.parse, "recovered": c.recovered,
                      "input_tokens": int(pd.to_numeric(m["input_tokens"], errors="coerce").fillna(0).sum()),
                      "output_tokens": int(pd.to_numeric(m["output_tokens"], errors="coerce").fillna(0).sum()),
                      "usd": float(pd.to_numeric(m["usd"], errors="coerce").fillna(0).sum())})

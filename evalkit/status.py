@@ -1,4 +1,16 @@
-"""What became of one member × backend: its status, and the cause when it failed.
+"""What became of one member × backend: its status, and the cause when it failed; the one counter.
+
+The vocabulary (docs/corpus-format.md, "Statuses and answers"), defined here and nowhere else:
+
+* a member × backend's **status**: ``scored`` / ``error`` (with its cause) / ``not_covered`` / ``skipped``.
+  ``refused`` is a kind of skip: counted among the skipped, with its reason; the run's exit code still
+  tells it apart (4 for a changed source, 3 for an invalid input).
+* a scored answer's **parse outcome** (`parse_outcome`): ``ok`` / ``malformed`` / ``truncated`` /
+  ``schema_invalid``. A malformed answer is scored (often 0): never an error. An ``ok`` answer that needed
+  a repair (a fenced or cut-off JSON that still decodes, a truncation that succeeded on retry) carries the
+  note ``recovered``; it counts as ok.
+* an **error** is only a status: no score. `count` is the one counter of both: every count on every page,
+  the CLI, summary.json and `evalkit.load_run` comes from it.
 
 A failure is never a number. Every member × backend of a run ends in one status:
 
@@ -45,7 +57,12 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 SCORED, ERROR, SKIPPED, REFUSED, NOT_COVERED = "scored", "error", "skipped", "refused", "not_covered"
+STATUSES = (SCORED, ERROR, NOT_COVERED, SKIPPED)  # what a member × backend is counted as (refused: a skip)
 OK = "ok"  # extraction.json: the backend returned an answer (to be scored, whatever its shape)
+
+# A scored answer's parse outcome (`parse_outcome`); ``recovered`` is a note on an ok answer, not an outcome.
+MALFORMED, TRUNCATED, SCHEMA_INVALID, RECOVERED = "malformed", "truncated", "schema_invalid", "recovered"
+PARSE_OUTCOMES = (OK, MALFORMED, TRUNCATED, SCHEMA_INVALID)
 
 PROVIDER_ERROR = "provider_error"
 TIMEOUT = "timeout"
@@ -142,3 +159,102 @@ def failure_of(data: Mapping[str, Any] | None) -> Failed | None:
     if status_of(data) != ERROR:
         return None
     return Failed(str(data.get("cause") or PROVIDER_ERROR), str(data.get("message") or ""))  # type: ignore[union-attr]
+
+
+# ----------------------------------------------------------------------------- the one counter
+
+
+def _get(row: Any, key: str) -> Any:
+    """A field of a row: a mapping's key or an object's attribute (a `runner.Outcome`, a frame's record)."""
+    value = row.get(key) if isinstance(row, Mapping) else getattr(row, key, None)
+    try:
+        return None if value != value else value  # NaN (a frame's empty cell) is no value
+    except (TypeError, ValueError):
+        return value
+
+
+def parse_outcome(parse: str | None, truncated: str | None = None) -> str:
+    """The vocabulary's parse outcome of a scored answer from its run block's ``parse`` (clean, recovered,
+    malformed, schema_invalid) and ``truncated`` (retry_succeeded, exhausted). A cut-off answer is
+    ``truncated`` whatever it decoded to (the cut is why it is malformed or breaks the schema)."""
+    if truncated == "exhausted":
+        return TRUNCATED
+    if parse in (MALFORMED, SCHEMA_INVALID):
+        return parse
+    return OK
+
+
+def recovered(parse: str | None, truncated: str | None = None) -> bool:
+    """An ok answer that needed a repair: decoded from a fenced / cut-off text, or a truncation retried."""
+    return parse_outcome(parse, truncated) == OK and (parse == RECOVERED or truncated == "retry_succeeded")
+
+
+def row_of(status: str, data: Mapping[str, Any] | None, **extra: Any) -> dict[str, Any]:
+    """What `count` reads of one member × backend, from its status and score.json / extraction.json data."""
+    data = data or {}
+    run = data.get("run") or {}
+    return {"status": status, "passed": data.get("passed"), "cause": data.get("cause"),
+            "parse": run.get("parse"), "truncated": run.get("truncated"), **extra}
+
+
+@dataclass(frozen=True)
+class Counts:
+    """How many member × backends ended in each status, and the scored answers' parse outcomes.
+
+    ``attempted`` (scored + errors) is the N of "passed / N" and of the error rate; ``members`` is every
+    member × backend counted (attempted + not covered + skipped)."""
+
+    scored: int = 0
+    passed: int = 0
+    failed: int = 0
+    errors: int = 0
+    not_covered: int = 0
+    skipped: int = 0  # refused ones included
+    refused: int = 0
+    causes: dict[str, int] = field(default_factory=dict)
+    parse: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PARSE_OUTCOMES, 0))
+    recovered: int = 0  # of the ok answers: a note
+
+    @property
+    def attempted(self) -> int:
+        return self.scored + self.errors
+
+    @property
+    def members(self) -> int:
+        return self.attempted + self.not_covered + self.skipped
+
+    @property
+    def error_rate(self) -> float | None:
+        return self.errors / self.attempted if self.attempted else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"members": self.members, "attempted": self.attempted, "scored": self.scored, "passed": self.passed,
+                "failed": self.failed, "errors": self.errors, "error_rate": self.error_rate,
+                "causes": dict(self.causes), "not_covered": self.not_covered, "skipped": self.skipped,
+                "refused": self.refused, "parse": dict(self.parse), "recovered": self.recovered}
+
+
+def count(rows: Any) -> Counts:
+    """The one counter: `Counts` of `rows`, each one member × backend (a mapping or an object with
+    ``status``, ``passed``, ``cause``, ``parse``, ``truncated``: `row_of`, a `runner.Outcome`, a
+    `report.load_scores` record). A missing status counts as scored (`status_of`)."""
+    n = dict.fromkeys((SCORED, ERROR, NOT_COVERED, SKIPPED, REFUSED), 0)
+    passed = failed = fixed = 0
+    causes: dict[str, int] = {}
+    parse = dict.fromkeys(PARSE_OUTCOMES, 0)
+    for row in rows:
+        status = _get(row, "status") or SCORED
+        status = status if status in n else SCORED  # extraction.json's "ok": an answer
+        n[status] += 1
+        if status == ERROR:
+            cause = str(_get(row, "cause") or PROVIDER_ERROR)
+            causes[cause] = causes.get(cause, 0) + 1
+        elif status == SCORED:
+            passed += _get(row, "passed") is True
+            failed += _get(row, "passed") is False
+            p, t = _get(row, "parse"), _get(row, "truncated")
+            parse[parse_outcome(p, t)] += 1
+            fixed += recovered(p, t)
+    return Counts(scored=n[SCORED], passed=passed, failed=failed, errors=n[ERROR], not_covered=n[NOT_COVERED],
+                  skipped=n[SKIPPED] + n[REFUSED], refused=n[REFUSED], causes=dict(sorted(causes.items())),
+                  parse=parse, recovered=fixed)

@@ -5,17 +5,21 @@ summary and the comparison.
 backend, scored or errored: ``scan(run, status=None, unscored=True)``) and the run's run.json (its
 backends, members, skipped members and held-out members). Per task and backend:
 
-* ``members``: attempted (scored + errors); ``scored``, ``passed``, ``failed``, ``errors`` (with
-  ``causes``: cause → count); ``skipped``: members the integrity gate left out, each with its status
-  (skipped / refused) and the reason, which names the fix; ``not_covered``: members of the run this
-  backend has no result for;
+* the counts, all from `evalkit.status.count` (the one counter; the vocabulary is `evalkit.status`'s):
+  ``members``: attempted (scored + errors); ``scored``, ``passed``, ``failed``, ``errors`` (with
+  ``causes``: cause → count) and ``error_rate`` (errors / attempted); ``parse``: the scored answers' parse
+  outcomes (ok / malformed / truncated / schema_invalid: a malformed answer is scored, never an error) and
+  ``recovered`` (ok answers that needed a repair: a note); ``skipped``: members the integrity gate left
+  out, each with its status (skipped / refused: a kind of skip) and the reason, which names the fix;
+  ``not_covered``: members of the run this backend has no result for that were not skipped (a replayed
+  cassette holds no recording of them);
 * ``headline``: the metric the task's score is (a scorer's ``details.headline``, else ``score``);
   ``score`` and ``metrics``: the mean and 95 % bootstrap CI (`evalkit.stats.mean_ci`) over the scored
   members that are not held out of every numeric metric, plus the micro F1 (`stats.micro_f1_ci`) of
   every ``<x>_tp`` / ``_fp`` / ``_fn`` triple as ``micro_<x>_f1``; ``heldout``: the same over the
   held-out members (None when there are none);
-* ``calls``: `pool.summarize_calls` over the extraction calls (score.json repeats each call's run block):
-  calls, errors, latency percentiles, parse outcomes, tokens, USD, replayed.
+* ``calls``: `pool.call_figures` over the extraction calls (score.json repeats each call's run block):
+  calls, latency percentiles, tokens, USD, replayed — what the calls took, never a count of outcomes.
 
 Errors are left out of every mean and interval (`evalkit.status`). Resampling seeds are per (task,
 metric) (`stats.sub_seed`), the same for every backend, so two backends' intervals resample alike. Keys
@@ -25,14 +29,13 @@ are sorted when written (`runfolder.write_summary`): the same run gives the same
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from . import runfolder
 from .stats import SEED, as_number, mean, mean_ci, micro_f1, micro_f1_ci, sub_seed
-from .status import ERROR, SCORED
+from .status import NOT_COVERED, OK, REFUSED, SCORED, SKIPPED, count, row_of
 
 __all__ = ["summarize", "write_summary", "completion_of", "figure", "backend_line"]
 
@@ -73,28 +76,35 @@ def _figures(task: str, scored: list[Mapping[str, Any]]) -> dict[str, Any]:
 
 def _backend(task: str, label: str, results: list[Any], members: list[str], skipped: list[dict[str, Any]],
              heldout: set[str]) -> dict[str, Any]:
-    from .pool import summarize_calls
+    from .pool import call_figures
 
     scored = [r for r in results if r.status == SCORED]
-    errors = [r for r in results if r.status == ERROR]
     kept = [r.data for r in scored if f"{task}/{r.member}" not in heldout]
     held = [r.data for r in scored if f"{task}/{r.member}" in heldout]
     main = _figures(task, kept)
     have = {r.member for r in results}
+    gone = {s["member"] for s in skipped}
+    not_covered = sorted(m for m in members if m not in have and m not in gone)
+    # Every count of the entry from the one counter (`evalkit.status.count`): results, not covered, skipped.
+    c = count([*(row_of(r.status, r.data) for r in results), *({"status": NOT_COVERED} for _ in not_covered),
+               *({"status": s.get("status") or SKIPPED} for s in skipped)])
     return {
         "backend": label,
-        "members": len(scored) + len(errors),
-        "scored": len(scored),
-        "passed": sum(r.data.get("passed") is True for r in scored),
-        "failed": sum(r.data.get("passed") is False for r in scored),
-        "errors": len(errors),
-        "causes": dict(sorted(Counter(str(r.data.get("cause") or "") for r in errors).items())),
+        "members": c.attempted,
+        "scored": c.scored,
+        "passed": c.passed,
+        "failed": c.failed,
+        "errors": c.errors,
+        "error_rate": c.error_rate,
+        "causes": c.causes,
+        "parse": c.parse,
+        "recovered": c.recovered,
         "skipped": skipped,
-        "not_covered": sorted(m for m in members if m not in have),
+        "not_covered": not_covered,
         "score": main["score"],
         "metrics": main["metrics"],
         "heldout": _figures(task, held) if held else None,
-        "calls": summarize_calls([completion_of(r.data.get("run")) for r in results]),
+        "calls": call_figures([completion_of(r.data.get("run")) for r in results]),
     }
 
 
@@ -112,7 +122,9 @@ def summarize(results: Iterable[Any], run_json: Mapping[str, Any] | None = None)
     skipped_of: dict[str, list[dict[str, Any]]] = {}
     for s in run_json.get("skipped") or []:
         task, _, member = str(s.get("member")).partition("/")
-        skipped_of.setdefault(task, []).append({"member": member, "status": s.get("status"), "reason": s.get("reason")})
+        if s.get("status") in (SKIPPED, REFUSED):  # a not-covered member is per backend: not a skip of the task
+            skipped_of.setdefault(task, []).append({"member": member, "status": s.get("status"),
+                                                    "reason": s.get("reason")})
     tasks: dict[str, Any] = {}
     for task in sorted({r.task for r in results} | set(skipped_of)):
         mine = [r for r in results if r.task == task]
@@ -190,6 +202,9 @@ def backend_line(entry: Mapping[str, Any], headline: str) -> str:
     line = f"{entry['backend']}: {entry['passed']}/{entry['members']} passed"
     if entry["errors"]:
         line += f" · {entry['errors']} error{'s' if entry['errors'] > 1 else ''}"
+    for outcome, n in (entry.get("parse") or {}).items():  # scored answers with a fault: counted, not errors
+        if outcome != OK and n:
+            line += f" · {n} {outcome.replace('_', ' ')}"
     name = headline if headline in entry["metrics"] else "score"
     fig = entry["metrics"][name] if name != "score" else entry["score"]
     if fig.get("mean") is not None:

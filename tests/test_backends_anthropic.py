@@ -9,7 +9,7 @@ import pytest
 
 from corpus_factory import specs
 from evalkit.backends.cassette import load_records
-from evalkit.backends.failures import read_failures
+from evalkit.backends.failures import read_failures, read_recovered
 from evalkit.backends.resolve import build_backends, plan, resolve_backends
 from evalkit.errors import BackendError
 from evalkit.pool import Job, run_jobs
@@ -103,7 +103,8 @@ def test_max_tokens_stop_is_retried_with_double_budget(ant, tmp_path):
     c = one(record=str(cas))
     assert c.truncated == "retry_succeeded" and c.parse == "clean"
     assert [m["max_tokens"] for m in ant.messages()] == [64, 128]
-    (fail,) = read_failures(cas)
+    assert read_failures(cas) == []  # recovered on the retry: not a failure, logged apart
+    (fail,) = read_recovered(cas)
     assert fail["classification"] == "truncation" and fail["finish_reason"] == "max_tokens"
 
 
@@ -133,7 +134,7 @@ def test_planted_key_never_reaches_artefacts(ant, tmp_path, caplog, capfd):
     backends = build_backends(specs(SPEC), [f"c={cas}"])
     out = run_jobs([Job(backends[0], req(f"d/m{i}", user=f"u{i}")) for i in range(4)], max_concurrency=1)
     assert PLANTED_ANTHROPIC in json.dumps(ant.requests[0].headers)  # the key was sent...
-    assert len(read_failures(cas)) == 3 and len(load_records(cas)) == 3
+    assert len(read_failures(cas)) == 2 and len(read_recovered(cas)) == 1 and len(load_records(cas)) == 3
     texts = [p.read_text() for p in tmp_path.iterdir()] + [caplog.text, *capfd.readouterr()]
     texts += [json.dumps(c.to_json()) for c in out] + [b.spec for b in backends]
     assert not any("PLANTED" in t for t in texts)  # ...and written nowhere

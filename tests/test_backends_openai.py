@@ -9,7 +9,7 @@ import pytest
 
 from corpus_factory import specs
 from evalkit.backends.cassette import load_records
-from evalkit.backends.failures import read_failures
+from evalkit.backends.failures import read_failures, read_recovered
 from evalkit.backends.resolve import build_backends
 from evalkit.pool import Job, run_jobs
 from servers.fixtures import PLANTED_OPENAI, SCHEMA, _clean_env, oai, req  # noqa: F401 - fixtures
@@ -152,7 +152,8 @@ def test_truncation_retried_once_with_double_budget(oai, tmp_path):
     c = one(spec(oai), record=str(cas))
     assert c.truncated == "retry_succeeded" and c.parse == "clean" and c.calls == 2
     assert [b["max_tokens"] for b in oai.completions()] == [64, 128]
-    (fail,) = read_failures(cas)
+    assert read_failures(cas) == []  # recovered on the retry: not a failure, logged apart
+    (fail,) = read_recovered(cas)
     assert fail["classification"] == "truncation" and fail["finish_reason"] == "length"
     assert fail["max_tokens"] == 64 and fail["completion_tokens"] == len('{"echo": "ab') // 4 + 1
     (rec,) = load_records(cas)

@@ -34,7 +34,7 @@ def test_figures_from_a_judged_run(tmp_path):
     assert f1[("alpha", "relations", "judged")]["f1"] == 1.0 > f1[("alpha", "relations", "strict")]["f1"]
     assert f1[("alpha", "relations", "strict")]["members"] == 2
     calls = {r["backend"]: r for r in compare.calls_figures(c)}
-    assert calls["alpha"]["calls"] == 2 and calls["alpha"]["parse_clean"] == 2 and calls["alpha"]["error_rate"] == 0
+    assert calls["alpha"]["calls"] == 2 and calls["alpha"]["parse_ok"] == 2 and calls["alpha"]["error_rate"] == 0
     assert calls["alpha"]["latency_p50"] is not None and calls["alpha"]["input_tokens"] == 1800
     matrix = compare.win_rate_matrix(c)
     cell = matrix[(matrix.axis == "relations") & (matrix.backend == "alpha")].iloc[0]

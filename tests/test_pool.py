@@ -88,7 +88,9 @@ def test_summarize_calls():
     cs.append(Completion(record=None, parse="error", error="HTTP 500", latency_s=1.1))
     cs.append(Completion(record=None, parse="error", error=SKIPPED_PREFIX + " budget"))
     s = summarize_calls(cs)
-    assert s["errors"] == 1 and s["skipped"] == 1 and s["error_rate"] == pytest.approx(1 / 12)
+    # a budget stop is an error (cause budget_stop, `evalkit.status`), counted apart as skipped too
+    assert s["errors"] == 2 and s["skipped"] == 1 and s["error_rate"] == pytest.approx(2 / 12)
+    assert s["parse"] == {"ok": 10, "malformed": 0, "truncated": 0, "schema_invalid": 0}
     assert s["latency_p50"] == pytest.approx(0.6) and s["latency_p99"] <= 1.1 and s["usd"] == pytest.approx(0.1)
 
 

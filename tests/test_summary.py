@@ -63,7 +63,8 @@ def test_summarize_counts_means_cis_heldout_and_calls():
     assert 0 <= lo <= 0.6 <= hi <= 1
     assert x["heldout"]["scored"] == 1 and x["heldout"]["score"]["mean"] == 0.25
     assert y["heldout"] is None and y["score"]["ci"] == [0.8, 0.8]
-    assert x["calls"]["calls"] == 5 and x["calls"]["errors"] == 1 and x["calls"]["usd"] == 0.5
+    assert x["calls"]["calls"] == 5 and x["error_rate"] == pytest.approx(0.2) and x["calls"]["usd"] == 0.5
+    assert x["parse"] == {"ok": 4, "malformed": 0, "truncated": 0, "schema_invalid": 0}
     assert x["calls"]["latency_p50"] is not None
     line = backend_line(x, "score")
     assert line.startswith("x: 1/5 passed · 1 error · mean score 50.0% [") and "over 3 scored · held out 1: mean 25.0% · 1 skipped" in line

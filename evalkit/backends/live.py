@@ -337,7 +337,8 @@ class LiveBackend:
             attempt = Attempt(error=detail, raw_body=detail)
         return scrub_answer(attempt)
 
-    def _report(self, request: Request, attempt: Attempt, classification: str, max_tokens: int) -> None:
+    def _report(self, request: Request, attempt: Attempt, classification: str, max_tokens: int,
+                recovered: bool = False) -> None:
         if self.on_failure is None:
             return
         self.on_failure(Failure(
@@ -345,7 +346,7 @@ class LiveBackend:
             raw_body=attempt.raw_body or attempt.error or "",
             model=attempt.model or self.model, call_type=request.call_type, member=request.member,
             finish_reason=attempt.finish_reason, completion_tokens=attempt.output_tokens if not attempt.error else None,
-            max_tokens=max_tokens, ts_ms=int(time.time() * 1000),
+            max_tokens=max_tokens, ts_ms=int(time.time() * 1000), recovered=recovered,
         ))
 
     async def complete(self, request: Request) -> Completion:
@@ -360,11 +361,12 @@ class LiveBackend:
         truncated: str | None = None
         calls = 1
         if attempt.error is None and attempt.truncated:
-            self._report(request, attempt, "truncation", budget)
-            budget = retry_budget
+            first_budget, budget = budget, retry_budget
             attempt = await self._call(request, budget)
             calls += 1
             truncated = "exhausted" if (attempt.error or attempt.truncated) else "retry_succeeded"
+            # reported once the retry has told whether it was a failure or a recovered attempt (`failures`)
+            self._report(request, first, "truncation", first_budget, recovered=truncated == "retry_succeeded")
         tried = (first, attempt) if calls == 2 else (first,)
         latency = time.perf_counter() - started
         model = attempt.model or self.model

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..errors import EXIT_OK, UsageError
+from ..errors import EXIT_OK, EXIT_PARTIAL, UsageError
 from .app import main
 from .options import ALLOW_UNPRICED, BACKEND, BOARD, CORPUS, SCOPE_OPTIONS, SOURCES, SWEEP_OPTIONS, TASKS, run_options
 from .summary import print_summary
@@ -116,16 +116,21 @@ def band_cmd(n_sweeps, backend, sweep_backends, from_runs, label, band_out, runs
 @click.option("--update-scoreboard", is_flag=True,
               help="On a pass, make the new sweep the standing entry (always done when --justify was needed).")
 @click.option("--seed", type=int, default=None, help="Permutation seed (default: fixed).")
+@click.option("--allow-partial", is_flag=True,
+              help="Gate on the standing entries the new sweep covered, when some were not covered or errored "
+                   "(without it such a check exits 7).")
 @BOARD
 @SWEEP_OPTIONS
-def check_cmd(run_dir, backends, out, justify, band_file, update_scoreboard, seed, board, **given):
+def check_cmd(run_dir, backends, out, justify, band_file, update_scoreboard, seed, allow_partial, board, **given):
     """Compare a new sweep (RUN_DIR, or run one with --backend) with the standing scoreboard.
 
     A gated metric (higher is better) whose corpus mean drops by more than its band is a
     regression. A member that errored in the new sweep is named as not comparable and left out.
     Exit 0: no regression, or every one justified (recorded in the scoreboard);
-    1: an unjustified regression; 3: no scoreboard / nothing to compare; 4/5/6: the new sweep had
-    refused / errored or failed members or a cassette problem (and no unjustified regression).
+    1: an unjustified regression; 3: no scoreboard / nothing to compare; 7: a standing entry in scope
+    was not covered or errored in the new sweep, so the gate saw only part of the board (--allow-partial
+    gates on what was covered); 4/5/6: the new sweep had refused / errored or failed members or a cassette
+    problem (and no unjustified regression).
     """
     from ..backends import labels_slug
     from ..regress import check, parse_justify
@@ -137,7 +142,7 @@ def check_cmd(run_dir, backends, out, justify, band_file, update_scoreboard, see
         out = Path("runs") / f"{_stamp()}-check-{labels_slug(spec.label for spec in backends)}"
     res = check(run_options(backends=backends, out=out, **given), run_dir=run_dir, board=board, band_file=band_file,
                 justifications=parse_justify(justify), update_scoreboard=update_scoreboard,
-                seed=SEED if seed is None else seed, on_sweep=print_summary)
+                seed=SEED if seed is None else seed, on_sweep=print_summary, allow_partial=allow_partial)
     cmp = res.comparison
     if res.band_missing:
         click.echo(f"note: no band file at {res.band_file}: every band is the 0.02 floor")
@@ -153,6 +158,8 @@ def check_cmd(run_dir, backends, out, justify, band_file, update_scoreboard, see
     click.echo(f"Within the band: {sum(c.kind == 'within' for c in cmp.changes)} metric(s)")
     for k in res.unused:
         click.echo(f"note: --justify {k}: no regression of that metric; nothing to justify")
+    if res.coverage and res.coverage.partial:  # one line, whatever else decides the exit code
+        click.echo(("PARTIAL: " if res.exit_code == EXIT_PARTIAL else "note: ") + res.coverage.line(res.allow_partial))
     if cmp.unjustified:
         multi = len({x.backend for x in cmp.changes}) > 1
         names = ", ".join(f"{c.task}/{c.metric}" + (f" [{c.backend}]" if multi else "") for c in cmp.unjustified)
@@ -164,7 +171,8 @@ def check_cmd(run_dir, backends, out, justify, band_file, update_scoreboard, see
                    f"{res.board_file}"
                    + (f" with {len(res.justified)} justification(s)" if res.justified else ""))
     if res.exit_code != EXIT_OK:
-        click.echo("The new sweep had failures (listed above).")
+        if res.exit_code != EXIT_PARTIAL:
+            click.echo("The new sweep had failures (listed above).")
         sys.exit(res.exit_code)
     click.echo("OK: no unjustified regression" + (f" ({len(res.justified)} justified)" if res.justified else ""))
     sys.exit(EXIT_OK)

@@ -16,7 +16,7 @@ from typing import Any, Callable
 import click
 
 from ..runfolder import INDEX
-from ..status import ERROR, NOT_COVERED, SCORED, SKIPPED, shown
+from ..status import ERROR, SCORED, SKIPPED, count, shown
 
 
 def pct(x: float | None) -> str:
@@ -81,10 +81,11 @@ def print_summary(result: Any, echo: Callable[[str], Any] = click.echo) -> None:
     if sweep:
         ran = sum(m.status == "ran" for m in result.members)
         current = sum(m.status == "current" for m in result.members)
-        count = {s: sum(o.status == s for o in outcomes) for s in (SCORED, ERROR, SKIPPED, NOT_COVERED)}
+        c = count(outcomes)
+        refused = f" ({c.refused} refused)" if c.refused else ""
         echo(f"Sweep: {len(result.members)} member(s): {ran} run, {current} current (skipped), "
-             f"{count[SCORED]} scored, {count[ERROR]} error(s), {count[SKIPPED]} skipped (source missing), "
-             + (f"{count[NOT_COVERED]} not covered (no recording), " if count[NOT_COVERED] else "")
+             f"{c.scored} scored, {c.errors} error(s), {c.skipped} skipped{refused}, "
+             + (f"{c.not_covered} not covered (no recording), " if c.not_covered else "")
              + f"{len(result.failures)} failure(s)")
         if result.failures:
             echo("Failures:")

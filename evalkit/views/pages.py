@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from .. import report as _report
-from ..status import ERROR, failure_of
+from ..status import ERROR, OK, count, failure_of
 from . import charts, fields, generic, graph, tree
 from .base import _get, heading, items_frame, kv, para, table, verdict
 
@@ -118,16 +118,15 @@ def report_summary(members: pd.DataFrame, items: pd.DataFrame) -> None:
     fields = _report.item_shape(items) == "fields"
     for backend in backends:
         m = members if backend is None else members[members["backend"].map(str) == backend]
-        n = len(m)
-        counts = m["verdict"].value_counts() if "verdict" in m.columns else {}
-        parts = ([f"backend {backend}"] if len(backends) > 1 else []) + [f"{n} member run(s)"]
-        parts += [f"{counts.get(v, 0)} {v}" for v in ("PASS", "FAIL")]
-        errors = counts.get("ERROR", 0)
+        c = count(m.to_dict("records"))  # the one counter (`evalkit.status`), as summary.json's
+        parts = ([f"backend {backend}"] if len(backends) > 1 else []) + [f"{c.members} member run(s)"]
+        parts += [f"{c.passed} PASS", f"{c.failed} FAIL"]
+        if c.scored - c.passed - c.failed:
+            parts.append(f"{c.scored - c.passed - c.failed} n/a")
+        errors = c.errors
         if errors:  # no score: out of the means below, counted here
-            parts.append(f"{errors} ERROR (error rate {errors / n:.0%})")
-        others = n - sum(counts.get(v, 0) for v in ("PASS", "FAIL", "ERROR"))
-        if others:
-            parts.append(f"{others} other")
+            parts.append(f"{errors} ERROR (error rate {c.error_rate:.0%})")
+        parts += [f"{n} {o.replace('_', ' ')}" for o, n in c.parse.items() if o != OK and n]  # scored, not errors
         scores = pd.to_numeric(m["score"], errors="coerce").dropna() if "score" in m.columns else pd.Series([])
         parts.append("mean score " + (f"{scores.mean():.3f}" if len(scores) else "n/a")
                      + (f" over {len(scores)} scored" if errors else ""))
