@@ -23,7 +23,7 @@ SUCCESS = _report.SUCCESS
 SET_ASIDE = _report.SET_ASIDE
 NULL = "—"  # how a null figure is shown (an undefined ratio, a metric no judge has filled in): never 0
 MAX_CHARS = 200  # longest cell shown in a table (the full value is in score.json)
-TABLE_ROWS = 1000  # most rows a table shows on a page; a line under it says where the rest is
+TABLE_ROWS = 500  # most rows a table shows on a page; a line under it says where the rest is
 
 
 # --------------------------------------------------------------------------- formatting
