@@ -41,9 +41,21 @@ def load_side(run_dir: str | Path, requests: dict[tuple[str, str, str], str | No
         raise UsageError(f"{run_dir}: run folder not found")
     out: Sides = {}
     for s in runfolder.scan(run_dir, status=None, unscored=True):
-        out.setdefault(s.task, {}).setdefault(s.backend, {})[s.member] = s.data
+        out.setdefault(s.task, {}).setdefault(s.backend, {})[s.member] = _slim(s.data)
         if requests is not None:
             requests[(s.task, s.backend, s.member)] = s.extraction().get("request_sha256")
+    return out
+
+
+_READ = ("status", "cause", "message", "score", "passed", "metrics", "backend", "run")  # what a diff reads
+
+
+def _slim(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The parts of a score.json a diff reads (`evalkit.delta`, `_pair_config`): its details, notes and the
+    member name every item repeats are left behind, which at 10,000 members is much of the memory."""
+    out = {k: data[k] for k in _READ if k in data}
+    out["items"] = [{k: v for k, v in row.items() if k != "member"} if "member" in row else row
+                    for row in data.get("items") or []]
     return out
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import html
+import os
 import re
 import time
 import xml.etree.ElementTree as ET
@@ -308,23 +309,52 @@ def _notebooks(run_dir: Path) -> list[Path]:
     return sorted(p for p in run_dir.rglob("*.ipynb") if p.name in names and ".ipynb_checkpoints" not in p.parts)
 
 
-def render_run(run_dir: str | Path, on_done: Any = None) -> list[Path]:
+PARALLEL_FROM = 24  # notebooks: fewer render faster in this process than a pool of workers starts up
+CHUNKS_PER_WORKER = 4  # each worker renders a few batches (one exporter each), so none idles at the end
+
+
+def _render_many(run_dir: Path, batch: list[Path], notebooks: list[Path],
+                 on_done: Any = None) -> list[tuple[Path, float]]:
+    """Render `batch` (of the run's `notebooks`), in this process: [(page, seconds)]."""
+    site = _Site(notebooks)  # one exporter, one template load, one look at the run for every page
+    done = []
+    for nb_path in batch:
+        t0 = time.perf_counter()
+        done.append((render_notebook(nb_path, run_dir=_run_root(nb_path, run_dir), site=site),
+                     time.perf_counter() - t0))
+        if on_done:
+            on_done(*done[-1])
+    return done
+
+
+def render_run(run_dir: str | Path, on_done: Any = None, workers: int | None = None) -> list[Path]:
     """Render every notebook under `run_dir` to HTML beside it, then ``index.html``.
 
     Returns the pages written (the index last). `on_done(path, seconds)` is
-    called after each page, for a progress display.
+    called after each page, for a progress display. From PARALLEL_FROM notebooks the pages are rendered in
+    `workers` worker processes (`evalkit.workers`; default the CPU count), each page by the same function
+    as in this process: the same bytes.
     """
+    from .workers import in_worker, run_all
+
     run_dir = Path(run_dir)
-    pages = []
     notebooks = _notebooks(run_dir)
-    site = _Site(notebooks)  # one exporter, one template load, one look at the run for every page
-    for nb_path in notebooks:
-        t0 = time.perf_counter()
-        pages.append(render_notebook(nb_path, run_dir=_run_root(nb_path, run_dir), site=site))
-        if on_done:
-            on_done(pages[-1], time.perf_counter() - t0)
-    pages.append(render_index(run_dir))
-    return pages
+    workers = min(workers or os.cpu_count() or 1, max(1, len(notebooks) // CHUNKS_PER_WORKER))
+    if workers < 2 or len(notebooks) < PARALLEL_FROM or in_worker():
+        pages = [out for out, _ in _render_many(run_dir, notebooks, notebooks, on_done)]
+        return [*pages, render_index(run_dir)]
+    n = workers * CHUNKS_PER_WORKER
+    batches = [notebooks[i::n] for i in range(n)]
+    results = run_all([(_render_many, (run_dir, b, notebooks)) for b in batches], workers)
+    written: dict[Path, Path] = {}
+    for batch, result in zip(batches, results):
+        if isinstance(result, Exception):  # as a page that fails to render in this process: raised
+            raise result
+        for nb_path, (out, seconds) in zip(batch, result):
+            written[nb_path] = out
+            if on_done:
+                on_done(out, seconds)
+    return [*(written[p] for p in notebooks), render_index(run_dir)]
 
 
 def _member_rows(task_dir: Path) -> list[dict[str, Any]]:

@@ -86,6 +86,21 @@ def test_render_run_is_byte_identical(run_copy):
     assert _pages(elsewhere) == first
 
 
+def test_pages_rendered_in_worker_processes_are_the_same_bytes(run_copy, monkeypatch):
+    from evalkit import render
+
+    serial = render_run(run_copy)
+    first = _pages(run_copy)
+    for p in serial:
+        p.unlink()
+    monkeypatch.setattr(render, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(render, "CHUNKS_PER_WORKER", 1)
+    here = []  # a page rendered in this process (the workers import the real function)
+    monkeypatch.setattr(render, "render_notebook", lambda *a, **k: here.append(a))
+    assert render_run(run_copy, workers=2) == serial  # same pages, same order, the index last
+    assert here == [] and _pages(run_copy) == first
+
+
 def test_a_whole_run_reads_each_task_once_not_once_per_page(run_copy, monkeypatch):
     # The navigation bar of every member page lists the task's members: read per page, a run of N members
     # read N score.json files N times over.

@@ -23,6 +23,7 @@ SUCCESS = _report.SUCCESS
 SET_ASIDE = _report.SET_ASIDE
 NULL = "—"  # how a null figure is shown (an undefined ratio, a metric no judge has filled in): never 0
 MAX_CHARS = 200  # longest cell shown in a table (the full value is in score.json)
+TABLE_ROWS = 500  # most rows a table shows on a page; a line under it says where the rest is
 
 
 # --------------------------------------------------------------------------- formatting
@@ -113,13 +114,16 @@ def _as_frame(data: Any, columns: list[str] | None = None) -> pd.DataFrame:
 
 
 def table(data: Any, columns: list[str] | None = None, max_chars: int = MAX_CHARS,
-          empty: str = "(none)", links: Mapping[str, list[str | None]] | None = None, kind: str = "table") -> None:
+          empty: str = "(none)", links: Mapping[str, list[str | None]] | None = None, kind: str = "table",
+          max_rows: int | None = TABLE_ROWS, full: str = "score.json") -> None:
     """Display rows (a DataFrame, or an iterable of dicts) as an escaped HTML table.
 
     Every cell is turned into text first (see :func:`fmt`), so nested values,
     long strings and nulls all show the same way in Lab and in HTML. `links`: per
     column, one relative link per row (None: no link) that its cells point to. `kind` "kv": a
-    key/value listing, which the page's script leaves unsorted and unfiltered.
+    key/value listing, which the page's script leaves unsorted and unfiltered. Only the first `max_rows`
+    rows are shown (None: all); a line under the table then counts them and names where the whole table
+    is (`full`).
     """
     import html as _html
     from urllib.parse import quote
@@ -129,6 +133,10 @@ def table(data: Any, columns: list[str] | None = None, max_chars: int = MAX_CHAR
     if df.empty:
         print(empty)
         return
+    total = len(df)
+    if max_rows is not None and total > max_rows:
+        df = df.iloc[:max_rows]
+        links = {c: list(h)[:max_rows] for c, h in links.items()} if links else links
     shown = pd.DataFrame({str(c): [fmt(None if _is_null(v) else v, max_chars) for v in df[c]] for c in df.columns},
                          columns=[str(c) for c in df.columns])
     if links:  # escaped here, cell by cell, so the anchors can be markup
@@ -141,6 +149,8 @@ def table(data: Any, columns: list[str] | None = None, max_chars: int = MAX_CHAR
     else:
         html = shown.to_html(escape=True, index=False, border=0, classes=classes, na_rep="")
     IPython.display.display({"text/html": html, "text/plain": shown.to_string(index=False)}, raw=True)
+    if len(df) < total:
+        print(f"first {len(df):,} of {total:,} rows; the full table is in {full}")
 
 
 def kv(mapping: Mapping[str, Any], key: str = "key", value: str = "value") -> None:

@@ -19,6 +19,13 @@ import IPython.display
 from .base import NULL, _is_null, items_frame
 
 
+# How much one chart may carry. Up to CHART_MEMBERS members a chart draws every member (what every page of a
+# small run has always shown, byte for byte); above, the builders switch to an aggregated form that names
+# itself in its title (binned heatmaps, outcomes summed, a histogram of differences) and counts every member.
+# CHART_ROWS bounds the rows of data any chart carries (altair refuses 5,000; a chart is a small SVG): one
+# above it is not drawn, and a one-line note says so instead.
+CHART_MEMBERS = 100
+CHART_ROWS = 2000
 # Outcome colours are fixed, so every chart uses the same legend: the flat-fields scorer's five
 # outcomes always appear in this order; other scorers' outcomes reuse the colour of their counterpart
 # (matched ~ match, missed ~ missing, spurious ~ hallucinated: extracted with no true counterpart);
@@ -91,13 +98,37 @@ def chart_bundle(spec: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     return data, meta
 
 
+def chart_rows(spec: Any) -> int:
+    """The most rows of data any one data set of a chart (an altair chart or a Vega-Lite dict) carries."""
+    if hasattr(spec, "to_dict"):
+        spec = spec.to_dict(validate=False)
+    return max((len(v) for v in (spec.get("datasets") or {}).values() if isinstance(v, list)), default=0)
+
+
 def chart(c: Any, missing: str = "(no chart for this item table)") -> None:
-    """Display an altair chart as a static SVG + PNG bundle (None prints `missing`)."""
+    """Display an altair chart as a static SVG + PNG bundle (None prints `missing`).
+
+    A chart that cannot be drawn — more than CHART_ROWS rows of data, or any error while drawing it — is
+    replaced by a one-line note saying why: it never costs the page the sections after it."""
     _register_renderer()
     if c is None:
         print(missing)
         return
-    data, meta = chart_bundle(c)
+    try:
+        import altair as alt
+
+        with alt.data_transformers.disable_max_rows():  # our own bound, checked here, is the lower one
+            spec = c.to_dict() if hasattr(c, "to_dict") else c
+        rows = chart_rows(spec)
+        if rows > CHART_ROWS:
+            print(f"(chart not drawn: {rows:,} rows of data, more than the {CHART_ROWS:,} a chart may carry; "
+                  "the figures are in the tables and score.json)")
+            return
+        data, meta = chart_bundle(spec)
+    except Exception as e:  # noqa: BLE001 - one chart's failure is a note, not the end of the page
+        reason = (str(e).strip().splitlines() or [""])[0][:200]
+        print(f"(chart not drawn: {type(e).__name__}: {reason})")
+        return
     IPython.display.display(data, metadata=meta, raw=True)
 
 
@@ -150,6 +181,37 @@ def _outcome_scale(values: Iterable[str]) -> Any:
     return alt.Scale(domain=domain, range=[OUTCOME_COLORS.get(o, "#79706e") for o in domain])
 
 
+# --------------------------------------------------------------------------- aggregated forms
+
+BANDS = ("0–19%", "20–39%", "40–59%", "60–79%", "80–99%", "100%")  # a figure in 0..1, binned
+
+
+def band(value: Any) -> str:
+    """The band of a figure in 0..1 (`BANDS`; 1 has its own, the perfect score being the common one), or "—"."""
+    if _is_null(value):
+        return NULL
+    v = float(value)
+    return BANDS[-1] if v >= 1 else BANDS[min(int(max(v, 0.0) * 5), 4)]
+
+
+def binned_heatmap(long: pd.DataFrame, group: str, order: list[str], members: int, title: str) -> Any:
+    """A heatmap of many members: per `group` row (a field, an axis, a family) and band of its ``value``
+    (`band`; null: "—"), how many members fall there. Every member counted, `members` of them named in the
+    title; the per-member figures are in the page's tables and score.json."""
+    alt = _alt()
+    data = pd.DataFrame({group: long[group].map(str), "band": [band(v) for v in long["value"]]})
+    counts = data.groupby([group, "band"], sort=True).size().reset_index(name="members")
+    bands = [*BANDS, *([NULL] if (counts["band"] == NULL).any() else [])]
+    base = alt.Chart(counts).encode(
+        x=alt.X("band:N", sort=bands, scale=alt.Scale(domain=bands), title=title,
+                axis=alt.Axis(labelAngle=0, orient="top")),
+        y=alt.Y(f"{group}:N", sort=order, title=None, axis=alt.Axis(labelLimit=260)))
+    rect = base.mark_rect().encode(color=alt.Color("members:Q", scale=alt.Scale(scheme="blues"), title="members"))
+    label = base.mark_text(fontSize=10).encode(text="members:Q")
+    return (rect + label).properties(width=alt.Step(64), height=alt.Step(20),
+                                     title=f"{members:,} members: how many per {title} band")
+
+
 # --------------------------------------------------------------------------- outcome charts
 
 GROUP_COLUMNS = ("field", "axis", "family")  # what an item belongs to, by scorer shape
@@ -176,6 +238,8 @@ def field_outcome_chart(items: Any) -> Any:
         "weight": pd.to_numeric(df["weight"], errors="coerce").fillna(1.0) if weighted else 1.0,
     })
     order = list(dict.fromkeys(data[group]))
+    if len(data) > CHART_ROWS:  # a long item table: summed here, one row per group and outcome (same bars)
+        data = data.groupby([group, "outcome"], sort=False)["weight"].sum().reset_index()
     return alt.Chart(data).mark_bar().encode(
         y=alt.Y(f"{group}:N", sort=order, title=None),
         x=alt.X("sum(weight):Q", title="weight" if weighted else "items"),
@@ -191,6 +255,9 @@ def score_heatmap(matrix: pd.DataFrame | None, title: str = "score") -> Any:
         return None
     rows = [str(r) for r in matrix.index]
     cols = [str(c) for c in matrix.columns]
+    if len(rows) > CHART_MEMBERS:
+        return binned_heatmap(pd.DataFrame([{"column": c, "value": v} for row in matrix.itertuples(index=False)
+                                            for c, v in zip(cols, row)]), "column", cols, len(rows), title)
     long = pd.DataFrame([{"member": str(r), "column": str(c),
                           "value": None if _is_null(v) else float(v),
                           "label": NULL if _is_null(v) else f"{float(v):.2f}"}
@@ -217,6 +284,16 @@ def outcome_distribution(items: pd.DataFrame) -> Any:
     who = "label" if "label" in items.columns else ("member" if "member" in items.columns else None)
     data = pd.DataFrame({"outcome": items["outcome"].map(str),
                          "member": items[who].map(str) if who else "all"})
+    members = data["member"].nunique()
+    if members > CHART_MEMBERS:  # one bar per backend (or one in all), summed over its members
+        data["member"] = items["backend"].map(str) if "backend" in items.columns else "all members"
+        counts = data.groupby(["member", "outcome"], sort=True).size().reset_index(name="items")
+        return alt.Chart(counts).mark_bar().encode(
+            y=alt.Y("member:N", sort=sorted(counts["member"].unique()), title=None),
+            x=alt.X("items:Q", title="items"),
+            color=alt.Color("outcome:N", scale=_outcome_scale(counts["outcome"]), title="outcome"),
+            order=alt.Order("outcome:N"),
+        ).properties(width=360, title=f"{members:,} members: items per outcome, summed")
     counts = data.groupby(["member", "outcome"], sort=True).size().reset_index(name="items")
     return alt.Chart(counts).mark_bar().encode(
         y=alt.Y("member:N", sort=sorted(counts["member"].unique()), title=None),

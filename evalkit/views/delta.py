@@ -11,7 +11,7 @@ import pandas as pd
 from ..delta import TUNED_MEANS
 from ..stats import RESAMPLING_UNIT, format_p
 from .base import figure, heading, para, table, text
-from .charts import _alt, chart
+from .charts import CHART_MEMBERS, _alt, chart
 
 __all__ = ["paired_chart", "deltas_table", "fields_delta_table", "changes_table", "flips_table", "pair_view",
            "changes_view", "config_table", "diff_page"]
@@ -24,6 +24,8 @@ def paired_chart(d: Mapping[str, Any], title: str = "B − A per member") -> Any
     if not pairs:
         return None
     alt = _alt()
+    if len(pairs) > CHART_MEMBERS:
+        return _paired_histogram(d, title)
     df = pd.DataFrame([{"member": p["member"], "difference": p["b"] - p["a"], "a": p["a"], "b": p["b"]}
                        for p in pairs])
     base = alt.Chart(df)
@@ -32,12 +34,43 @@ def paired_chart(d: Mapping[str, Any], title: str = "B − A per member") -> Any
         y=alt.Y("member:N", sort=list(df["member"]), title=None),
         tooltip=["member", "a", "b", "difference"])
     layers = [points]
-    stats = pd.DataFrame([{"mean": d["mean"], "lo": (d.get("ci") or [d["mean"]] * 2)[0],
-                           "hi": (d.get("ci") or [d["mean"]] * 2)[1], "zero": 0.0}])
-    layers.insert(0, alt.Chart(stats).mark_rect(opacity=0.18, color="#0969da").encode(x="lo:Q", x2="hi:Q"))
-    layers.append(alt.Chart(stats).mark_rule(color="#0969da", strokeWidth=2).encode(x="mean:Q"))
-    layers.append(alt.Chart(stats).mark_rule(color="#57606a", strokeDash=[4, 3]).encode(x="zero:Q"))
+    layers.insert(0, alt.Chart(_summary(d)).mark_rect(opacity=0.18, color="#0969da").encode(x="lo:Q", x2="hi:Q"))
+    layers += _rules(d)
     return alt.layer(*layers).properties(title=title, width=420, height=alt.Step(18))
+
+
+def _summary(d: Mapping[str, Any]) -> pd.DataFrame:
+    ci = d.get("ci") or [d["mean"]] * 2
+    return pd.DataFrame([{"mean": d["mean"], "lo": ci[0], "hi": ci[1], "zero": 0.0}])
+
+
+def _rules(d: Mapping[str, Any]) -> list[Any]:
+    """The mean difference (a rule) and zero (dashed)."""
+    alt = _alt()
+    stats = alt.Chart(_summary(d))
+    return [stats.mark_rule(color="#0969da", strokeWidth=2).encode(x="mean:Q"),
+            stats.mark_rule(color="#57606a", strokeDash=[4, 3]).encode(x="zero:Q")]
+
+
+HISTOGRAM_BINS = 40
+
+
+def _paired_histogram(d: Mapping[str, Any], title: str) -> Any:
+    """Many members: how many members' B − A falls in each of HISTOGRAM_BINS equal bins (binned here, so the
+    chart carries the bins, not the members), with the mean, its CI and zero; the title counts the members."""
+    import numpy as np
+
+    alt = _alt()
+    diffs = np.asarray([p["b"] - p["a"] for p in d["pairs"]], dtype=float)
+    lo, hi = float(diffs.min()), float(diffs.max())
+    counts, edges = np.histogram(diffs, bins=HISTOGRAM_BINS, range=(lo, hi) if hi > lo else (lo - 0.5, hi + 0.5))
+    bins = pd.DataFrame({"from": edges[:-1].round(6), "to": edges[1:].round(6), "members": counts})
+    bars = alt.Chart(bins[bins["members"] > 0]).mark_rect(color="#0969da", opacity=0.7).encode(
+        x=alt.X("from:Q", title=f"{d.get('metric', 'score')}: B − A"), x2="to:Q",
+        y=alt.Y("members:Q", title="members"), tooltip=["from", "to", "members"])
+    band = alt.Chart(_summary(d)).mark_rect(opacity=0.18, color="#0969da").encode(x="lo:Q", x2="hi:Q")
+    return alt.layer(band, bars, *_rules(d)).properties(
+        title=f"{title}: {len(diffs):,} members, a histogram", width=420, height=160)
 
 
 def deltas_table(metrics: list[Mapping[str, Any]]) -> pd.DataFrame:

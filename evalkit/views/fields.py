@@ -36,6 +36,9 @@ def accuracy_heatmap(accuracy: pd.DataFrame | None) -> Any:
     long = long.dropna(subset=["accuracy"]).astype({"field": str, "member": str})
     fields = [str(f) for f in accuracy.index]
     members = [str(m) for m in accuracy.columns]
+    if len(members) > charts.CHART_MEMBERS:
+        return charts.binned_heatmap(long.rename(columns={"accuracy": "value"}), "field", fields, len(members),
+                                     "accuracy")
     base = alt.Chart(long).encode(
         x=alt.X("member:N", sort=members, title=None, axis=alt.Axis(labelAngle=-40, labelLimit=180)),
         y=alt.Y("field:N", sort=fields, title=None),

@@ -101,6 +101,7 @@ def _outcome_summary(df: pd.DataFrame) -> str:
 MEMBER_COLUMNS = ["member", "backend", "score", "verdict", "cause", "faults", "parse", "truncated", "input_tokens",
                   "output_tokens", "usd", "latency_s", "items", "notes"]
 SPARSE = ("cause", "faults", "truncated")  # shown only when some member has one
+MEMBERS_FULL = "each member's score.json (`evalkit.report.load_scores(run_dir, task)` reads them all as frames)"
 
 
 def members_table(members: pd.DataFrame) -> None:
@@ -112,7 +113,7 @@ def members_table(members: pd.DataFrame) -> None:
         df["score"] = ["ERROR" if e else "" if _is_null(s) else f"{s:.3f}" for s, e in zip(df["score"], errored)]
     columns = [c for c in MEMBER_COLUMNS if c in df.columns
                and (c not in SPARSE or not all(_is_null(v) for v in df[c]))]
-    table(df, columns, empty="(no scored members)", links={"member": member_pages(df)})
+    table(df, columns, empty="(no scored members)", links={"member": member_pages(df)}, full=MEMBERS_FULL)
 
 
 def member_pages(members: pd.DataFrame) -> list[str | None]:
@@ -125,7 +126,7 @@ def member_pages(members: pd.DataFrame) -> list[str | None]:
 
 def linked_members(rows: pd.DataFrame, empty: str = "(no scored members)") -> None:
     """A table of member rows (from `_member_columns`) whose member names link to their score pages."""
-    table(rows.drop(columns=["path"]), empty=empty, links={"member": member_pages(rows)})
+    table(rows.drop(columns=["path"]), empty=empty, links={"member": member_pages(rows)}, full=MEMBERS_FULL)
 
 
 def _member_columns(members: pd.DataFrame, names: dict[str, str]) -> pd.DataFrame:
