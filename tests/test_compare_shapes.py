@@ -33,19 +33,21 @@ def test_flat_fields_compare_figures_agree_with_summary_json(two_backends):
     assert c.backends == ["fake", "predictions"] and compare.shape(c) == "fields"
     assert compare.nothing_comparable(c) is None
     p, = compare.paired(c)
-    assert p["statement"].startswith("predictions − fake = −0.0") and "over 13 members" in p["statement"]
+    assert p["statement"].startswith("predictions − fake = −0.0") and "over 12 tuned members" in p["statement"]
+    assert "over 1 held-out member" in p["heldout"]["statement"]
     fields = {f["field"]: f for f in p["fields"]}
-    assert fields["account_id"]["a"] == 1.0 and fields["account_id"]["b"] == pytest.approx(12 / 13)
+    assert fields["account_id"]["a"] == 1.0 and fields["account_id"]["b"] == pytest.approx(11 / 12)
     assert fields["account_id"]["ci"][0] < 0 <= fields["account_id"]["ci"][1]
     assert {f["member"] for f in p["flips"]} == {"clean-single-term", "distractor-prose", "multi-condition"}
     summary = runfolder.read_summary(two_backends)["tasks"]["deal-memos"]
     fake, planted = summary["backends"]
     assert (fake["backend"], planted["backend"]) == ("fake", "predictions")
-    # summary.json reports the held-out member (percent-words) apart; the paired figures take all 13
+    # summary.json reports the held-out member (percent-words) apart, and so do the paired figures
     for side, entry in (("a", fake), ("b", planted)):
         main, held = entry["score"], entry["heldout"]["score"]
         assert (main["n"], held["n"]) == (12, 1)
-        assert p["metrics"][0][side] == pytest.approx((12 * main["mean"] + held["mean"]) / 13)
+        assert p["metrics"][0][side] == pytest.approx(main["mean"])
+        assert p["heldout"]["metrics"][0][side] == pytest.approx(held["mean"])
     table = compare.summary_table(c)
     assert list(table["passed"]) == ["13/13", "10/13"]
 
