@@ -22,7 +22,6 @@ import copy
 import glob
 import os
 import uuid
-from typing import Any
 
 from papermill.clientwrap import PapermillNotebookClient
 from papermill.engines import NBClientEngine, papermill_engines

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from . import chrome, reportpages, runfolder
-from .errors import CorpusError
 from .jsonio import write_text
 from .overview import OVERVIEW_CSS, overview_html
 from .resources import TEMPLATES_DIR

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..errors import BackendError, CassetteCorrupt, CassetteError, CassetteMiss, EvalkitError, MissingKey, UsageError
+from ..errors import CassetteCorrupt, CassetteError, CassetteMiss, EvalkitError, MissingKey, UsageError
 from ..pricing import PRICES_ENV, PriceTable, default_table, estimate_tokens, parts_tokens, request_chars
 from ..sources import sha256_file
 from .base import Backend, BackendContext, Request
