@@ -111,6 +111,7 @@ def extraction_record(member: Member, backend: Backend, request: Request, comple
     return {
         **extra,
         "member": member.key,
+        **({"sample": request.sample} if request.sample else {}),  # --samples: which one (0: the home's own)
         "backend": {"label": backend.label, "spec": backend.spec, "model": completion.model or backend.model},
         "request_sha256": request_sha(request),
         "evalkit_version": __version__,

@@ -16,6 +16,10 @@ backends, members, skipped members and held-out members). Per task and backend:
   held-out members (None when there are none);
 * ``calls``: `pool.summarize_calls` over the extraction calls (score.json repeats each call's run block):
   calls, errors, latency percentiles, parse outcomes, tokens, USD, replayed.
+* ``samples`` (only under ``--samples K``, K > 1; `evalkit.samples.backend_figures`): K, samples scored of
+  attempted, mean per-member SD, item agreement, pass@k and pass^k shares, the corpus mean per sample index
+  (``sample_means``). A member's score is then the mean over its scored samples (`samples.headline`), and
+  ``calls`` counts every sample's call.
 
 Errors are left out of every mean and interval (`evalkit.status`). Resampling seeds are per (task,
 metric) (`stats.sub_seed`), the same for every backend, so two backends' intervals resample alike. Keys
@@ -31,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from . import runfolder
+from .samples import backend_figures, headline
 from .stats import SEED, as_number, mean, mean_ci, micro_f1, micro_f1_ci, sub_seed
 from .status import ERROR, SCORED
 
@@ -72,8 +77,11 @@ def _figures(task: str, scored: list[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def _backend(task: str, label: str, results: list[Any], members: list[str], skipped: list[dict[str, Any]],
-             heldout: set[str]) -> dict[str, Any]:
+             heldout: set[str], samples_of: Mapping[Any, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
     from .pool import summarize_calls
+
+    samples_of = samples_of or {}
+    sampled = [samples_of[_key(r)] for r in results if _key(r) in samples_of]
 
     scored = [r for r in results if r.status == SCORED]
     errors = [r for r in results if r.status == ERROR]
@@ -94,15 +102,28 @@ def _backend(task: str, label: str, results: list[Any], members: list[str], skip
         "score": main["score"],
         "metrics": main["metrics"],
         "heldout": _figures(task, held) if held else None,
-        "calls": summarize_calls([completion_of(r.data.get("run")) for r in results]),
+        "calls": summarize_calls([completion_of(s.get("run")) for r in results for s in samples_of.get(_key(r), [r.data])]),
+        **({"samples": backend_figures(sampled)} if sampled else {}),
     }
+
+
+def _key(r: Any) -> tuple[str, str, str]:
+    return r.task, r.member, r.backend
+
+
+def _sampled(results: list[Any]) -> tuple[list[Any], dict[Any, list[dict[str, Any]]]]:
+    """--samples K > 1: each sampled result read as its samples' headline (`samples.headline`: the mean over
+    its scored samples), and each one's samples; results without samples as they are."""
+    samples_of = {_key(r): r.samples() for r in results if getattr(r, "sampled", False)}
+    return [dataclasses.replace(r, data=headline(samples_of[_key(r)])) if _key(r) in samples_of else r
+            for r in results], samples_of
 
 
 def summarize(results: Iterable[Any], run_json: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """summary.json for `results` (`runfolder.Scored`, every status) and the run's run.json."""
     run_json = run_json or {}
     reference = run_json.get("reference")  # --reference: its records are the truth of the others, never scored
-    results = [r for r in results if r.backend != reference]
+    results, samples_of = _sampled([r for r in results if r.backend != reference])
     order = [b.get("label") for b in run_json.get("backends") or [] if isinstance(b, dict) and b.get("label") != reference]
     heldout = set(run_json.get("heldout") or [])
     members_of: dict[str, list[str]] = {}
@@ -128,8 +149,8 @@ def summarize(results: Iterable[Any], run_json: Mapping[str, Any] | None = None)
             "headline": headline,
             "members": members,
             "skipped": skipped,
-            "backends": [_backend(task, b, [r for r in mine if r.backend == b], members, skipped, heldout)
-                         for b in backends],
+            "backends": [_backend(task, b, [r for r in mine if r.backend == b], members, skipped, heldout,
+                                  samples_of) for b in backends],
         }
     # The run's time and command stay in run.json: the same results give the same summary.json bytes.
     return {
