@@ -27,7 +27,7 @@ from typing import Any
 from .stats import as_number
 from .status import SCORED, status_of
 
-__all__ = ["headline", "member_figures", "item_agreement", "unstable", "backend_figures", "item_id", "ABSENT", "IDENTITY"]
+__all__ = ["headline", "member_figures", "item_agreement", "scored_tables", "unstable", "backend_figures", "item_id", "ABSENT", "IDENTITY"]
 
 ABSENT = "absent"  # the outcome of an item a sample's table does not have (e.g. an extra only some samples made)
 # The item-table columns that name an item (whichever a scorer's rows have); the outcome is ``outcome``.
@@ -52,7 +52,7 @@ def member_figures(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     xs = [float(as_number(s["score"])) for s in scored]  # type: ignore[arg-type]
     verdicts = [s.get("passed") for s in scored if s.get("passed") is not None]
     errors = Counter(str(s.get("cause") or "") for s in samples if status_of(s) != SCORED)
-    items = item_agreement([s.get("items") or [] for s in scored])
+    items = item_agreement(scored_tables(samples))
     return {
         "k": len(samples), "k_scored": len(scored),
         "scores": [as_number(s.get("score")) if status_of(s) == SCORED else None for s in samples],
@@ -101,12 +101,19 @@ def item_agreement(tables: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[s
     return out
 
 
-def unstable(members: Mapping[str, Sequence[Mapping[str, Any]]], limit: int | None = None) -> list[dict[str, Any]]:
-    """The items whose outcome flips between samples, over several members (`members`: name → its samples),
-    most unstable first (lowest agreement, then most distinct outcomes, then member and item order)."""
+def scored_tables(samples: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """The item tables of the scored samples (an errored sample has none: it is left out)."""
+    return [list(s.get("items") or []) for s in _scored(samples)]
+
+
+def unstable(tables_of: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]], limit: int | None = None
+             ) -> list[dict[str, Any]]:
+    """The items whose outcome flips between samples, over several members (`tables_of`: name → its scored
+    samples' item tables, `scored_tables`), most unstable first (lowest agreement, then most distinct
+    outcomes, then member and item order); at most `limit`."""
     rows = []
-    for name, samples in members.items():
-        for i, item in enumerate(item_agreement([s.get("items") or [] for s in _scored(samples)])):
+    for name, tables in tables_of.items():
+        for i, item in enumerate(item_agreement(tables)):
             if item["agreement"] < 1:
                 rows.append({"member": name, **item, "distinct": len(set(item["outcomes"])), "_order": i})
     rows.sort(key=lambda r: (r["agreement"], -r["distinct"], r["member"], r["_order"]))
