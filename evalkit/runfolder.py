@@ -418,6 +418,17 @@ class Scored:
         """Each sample's score.json (`read_sample_scores`): [this score.json] without samples."""
         return read_sample_scores(self.home, self.data) if self.sampled else [{**self.data, "sample": 0}]
 
+    def as_headline(self) -> "Scored":
+        """This result as its samples' headline under --samples K > 1 (`samples.headline`: the mean over the
+        scored samples, the verdict pass^k, the metrics their means); itself without samples."""
+        if not self.sampled:
+            return self
+        from dataclasses import replace
+
+        from .samples import headline
+
+        return replace(self, data=headline(self.samples()))
+
     def started(self, run_json: Mapping[str, Any]) -> str | None:
         """When this backend's run started: its own entry in run.json (one folder can hold the backends
         of several runs), else the run's."""

@@ -168,7 +168,28 @@ def headline(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     note = (f"samples: {f['k_scored']} of {f['k']} scored, mean {f['mean']:.3f}{spread}; pass@k "
             f"{_yes(f['pass_at_k'])}, pass^k {_yes(f['pass_hat_k'])}"
             + (f"; errored: {', '.join(errored)}" if errored else ""))
-    return {**first, "score": f["mean"], "passed": f["pass_hat_k"], "notes": [note, *(first.get("notes") or [])]}
+    return {**first, "score": f["mean"], "passed": f["pass_hat_k"], "metrics": mean_metrics(_scored(samples)),
+            "notes": [note, *(first.get("notes") or [])], "samples": _block(f)}
+
+
+def _block(f: Mapping[str, Any]) -> dict[str, Any]:
+    """What a headline (and a scoreboard entry) records of its samples."""
+    return {k: f[k] for k in ("k", "k_scored", "mean", "sd", "pass_at_k", "pass_hat_k", "agreement", "scores")}
+
+
+def mean_metrics(scored: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Each metric over the scored samples: the mean of a numeric one (over the samples that have it), the
+    first sample's value of any other (a label, a list)."""
+    out: dict[str, Any] = {}
+    for s in scored:
+        for name, v in (s.get("metrics") or {}).items():
+            out.setdefault(name, v)
+    for name in out:
+        xs = [x for s in scored if (x := as_number((s.get("metrics") or {}).get(name))) is not None
+              and not isinstance((s.get("metrics") or {}).get(name), bool)]
+        if xs:
+            out[name] = sum(xs) / len(xs)
+    return out
 
 
 def _yes(v: bool | None) -> str:

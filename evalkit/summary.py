@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from . import runfolder
-from .samples import backend_figures, headline
+from .samples import backend_figures
 from .stats import SEED, as_number, mean, mean_ci, micro_f1, micro_f1_ci, sub_seed
 from .status import ERROR, SCORED
 
@@ -115,8 +115,7 @@ def _sampled(results: list[Any]) -> tuple[list[Any], dict[Any, list[dict[str, An
     """--samples K > 1: each sampled result read as its samples' headline (`samples.headline`: the mean over
     its scored samples), and each one's samples; results without samples as they are."""
     samples_of = {_key(r): r.samples() for r in results if getattr(r, "sampled", False)}
-    return [dataclasses.replace(r, data=headline(samples_of[_key(r)])) if _key(r) in samples_of else r
-            for r in results], samples_of
+    return [r.as_headline() if _key(r) in samples_of else r for r in results], samples_of
 
 
 def summarize(results: Iterable[Any], run_json: Mapping[str, Any] | None = None) -> dict[str, Any]:
