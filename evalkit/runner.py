@@ -541,7 +541,8 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
                     for o in dict((f"{o.task}/{o.member}", o) for o in outcomes).values()],
         **({"heldout": [m.key for m, _ in cleared if m.manifest.heldout]}
            if any(m.manifest.heldout for m, _ in cleared) else {}),
-        **({"not_covered": sorted(f"{key} [{label}]" for label, key in uncovered)} if uncovered else {}),
+        **({"not_covered": sorted(f"{key} [{label}]" + (f" sample {i}" if i else "") for label, key, i in uncovered)}
+           if uncovered else {}),
         "ontology_mode": ontology.mode if ontology else "freeform",
         **({"ontology": ontology.to_json()} if ontology else {}),
         **({"judge": judge_info} if judge_info else {}),
