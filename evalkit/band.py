@@ -226,7 +226,7 @@ def collect_samples(root: str | Path, tasks: Iterable[str] | None = None) -> lis
 
 def _sample_answers(root: Path, label: str, tasks: Iterable[str] | None, k: int) -> list[dict[str, str]]:
     """Per sample index, {task/member: sha256 of that sample's extraction record} (`refuse_identical`)."""
-    from .runfolder import read_extraction, sample_dirs
+    from .runfolder import EXTRACTION, read_extraction, sample_dirs
 
     want = set(tasks) if tasks else None
     out: list[dict[str, str]] = [{} for _ in range(k)]
@@ -234,7 +234,7 @@ def _sample_answers(root: Path, label: str, tasks: Iterable[str] | None, k: int)
         if s.backend != label or (want is not None and s.task not in want):
             continue
         for i, folder in sample_dirs(s.home):
-            if i < k and (folder / "extraction.json").is_file():
+            if i < k and (folder / EXTRACTION).is_file():
                 out[i][f"{s.task}/{s.member}"] = canonical_sha(read_extraction(folder).get("record"))
     return out
 
