@@ -1,7 +1,9 @@
 """The noise band: how far a corpus-mean metric moves between repeated baseline sweeps.
 
 ``evalkit band`` takes N ≥ 2 sweeps of the same baseline (run live N times, or replayed from N
-independently recorded cassettes, or given as existing run folders) and writes
+independently recorded cassettes, or given as existing run folders) — or ONE run or sweep folder of
+``--samples K`` (K ≥ 2), whose per-sample corpus means play the part of the sweep means (``sweeps``
+then lists one entry per sample, with its ``sample`` index) — and writes
 ``corpus/band.json`` (``--corpus DIR``: ``DIR/band.json``)::
 
     {
@@ -32,7 +34,7 @@ of one member's figure: what `evalkit plan --band` sizes a comparison from.
 
 Refused (`UsageError`, exit 2, one line naming the inputs), because each would make a band that hides a
 regression: the same folder twice; two sweeps whose records are byte-identical for every member (no
-noise can be measured between them); sweeps that are not repeats of one baseline (`check_repeats`); a
+noise can be measured between them; likewise two byte-identical samples of one run); sweeps that are not repeats of one baseline (`check_repeats`); a
 ``predictions:`` sweep (answers from anywhere) unless ``allow_predictions``.
 """
 
@@ -58,7 +60,8 @@ from .stats import CONFIDENCE, RESAMPLES, SEED, mean, mean_ci, sub_seed
 
 __all__ = ["FLOOR", "HIGHER_IS_BETTER", "direction", "is_gated", "BAND_NAME", "SCHEMA_VERSION", "BandError",
            "band_path", "collect", "compute_band", "write_band", "load_band", "render_markdown", "update_readme",
-           "README_START", "README_END", "Measured", "measure", "check_repeats", "check_independent", "member_sd"]
+           "README_START", "README_END", "Measured", "measure", "check_repeats", "check_independent", "member_sd",
+           "refuse_identical", "collect_samples"]
 
 BAND_NAME = "band.json"
 SCHEMA_VERSION = 1
@@ -186,13 +189,54 @@ def check_independent(roots: Sequence[Path], labels: Sequence[str], tasks: Itera
             if predictions:
                 raise UsageError(f"band: {root} holds predictions: answers (read from files, from anywhere): they "
                                  "measure no model's noise; pass --allow-predictions if they are real samples")
-    for i in range(len(roots)):
-        for j in range(i + 1, len(roots)):
-            a, b = answers[i][0], answers[j][0]
+    refuse_identical("sweeps", roots, [a for a, _ in answers])
+
+
+def refuse_identical(kind: str, names: Sequence[Any], answers: Sequence[Mapping[str, str]], where: str = "") -> None:
+    """Refuse two inputs (`kind` "sweeps", or "samples" of one run `where`) whose answers (task/member → record
+    sha256) are byte-identical on every member they share: no noise can be measured between them."""
+    for i in range(len(answers)):
+        for j in range(i + 1, len(answers)):
+            a, b = answers[i], answers[j]
             common = set(a) & set(b)
             if common and all(a[k] == b[k] for k in common):
-                raise UsageError(f"band: sweeps {roots[i]} and {roots[j]} hold byte-identical answers: a band needs "
-                                 "independent samples (temperature > 0 or independent recordings)")
+                raise UsageError(f"band: {kind} {names[i]} and {names[j]}{where} hold byte-identical answers: a band "
+                                 "needs independent samples (temperature > 0 or independent recordings)")
+
+
+def collect_samples(root: str | Path, tasks: Iterable[str] | None = None) -> list[dict[str, dict[str, dict[str, Any]]]]:
+    """Per sample index of a ``--samples K`` run or sweep, `collect`'s ``{task: {backend: {member: metrics}}}``
+    of that sample's scored members: what `compute_band` reads as K sweeps from one folder. [] without samples."""
+    from .status import SCORED, status_of
+
+    want = set(tasks) if tasks else None
+    out: list[dict[str, dict[str, dict[str, Any]]]] = []
+    for s in scan(root, status=None):
+        if (want is not None and s.task not in want) or not s.sampled:
+            continue
+        for sample in s.samples():
+            i = sample["sample"]
+            while len(out) <= i:
+                out.append({})
+            if status_of(sample) == SCORED:
+                out[i].setdefault(s.task, {}).setdefault(s.backend, {})[s.member] = numeric_metrics(
+                    sample.get("metrics") or {})
+    return out
+
+
+def _sample_answers(root: Path, label: str, tasks: Iterable[str] | None, k: int) -> list[dict[str, str]]:
+    """Per sample index, {task/member: sha256 of that sample's extraction record} (`refuse_identical`)."""
+    from .runfolder import EXTRACTION, read_extraction, sample_dirs
+
+    want = set(tasks) if tasks else None
+    out: list[dict[str, str]] = [{} for _ in range(k)]
+    for s in scan(root, status=None):
+        if s.backend != label or (want is not None and s.task not in want):
+            continue
+        for i, folder in sample_dirs(s.home):
+            if i < k and (folder / EXTRACTION).is_file():
+                out[i][f"{s.task}/{s.member}"] = canonical_sha(read_extraction(folder).get("record"))
+    return out
 
 
 def member_sd(per_sweep: Sequence[Mapping[str, Mapping[str, Any]]], members: Sequence[str], metric: str) -> float | None:
@@ -241,18 +285,28 @@ def compute_band(sweeps: Sequence[str | Path], *, tasks: Iterable[str] | None = 
     """The band.json content for N ≥ 2 sweep folders (see module docstring); `heldout`: the ``task/member``
     keys of held-out members, whose figures are their own block (``heldout``) beside the tuned ones.
     Inputs that cannot measure noise are refused (`check_repeats`, `check_independent`)."""
-    if len(sweeps) < 2:
-        raise UsageError(f"a band needs at least 2 sweeps, got {len(sweeps)}")
     roots = [Path(s) for s in sweeps]
+    samples = collect_samples(roots[0], tasks) if len(roots) == 1 else []
+    if len(sweeps) < 2 and len(samples) < 2:
+        raise UsageError(f"a band needs at least 2 sweeps, or one run or sweep of --samples K ≥ 2, got {len(sweeps)} "
+                         "sweep(s) without samples")
     data, infos, labels = [], [], []
-    for root in roots:
+    if samples:  # one run's K samples: each sample index plays the part of a sweep
+        root = roots[0]
+        lab = _one_label(collect(root, tasks), root, label)
+        check_independent([root], [lab], tasks, allow_predictions=allow_predictions)  # predictions: refused
+        refuse_identical("samples", range(len(samples)), _sample_answers(root, lab, tasks, len(samples)), f" of {root}")
+        data = [{t: per[lab] for t, per in d.items() if lab in per} for d in samples]
+        infos = [{**_sweep_info(root, lab, Path(band_dir)), "sample": i} for i in range(len(samples))]
+    for root in roots if not samples else ():
         d = collect(root, tasks)
         lab = _one_label(d, root, label)
         labels.append(lab)
         data.append({t: per[lab] for t, per in d.items() if lab in per})
         infos.append(_sweep_info(root, lab, Path(band_dir)))
-    check_repeats(roots, labels, tasks)
-    check_independent(roots, labels, tasks, allow_predictions=allow_predictions)
+    if not samples:
+        check_repeats(roots, labels, tasks)
+        check_independent(roots, labels, tasks, allow_predictions=allow_predictions)
     heldout = frozenset(heldout)
     out_tasks: dict[str, Any] = {}
     for task in sorted(set().union(*(d.keys() for d in data))):

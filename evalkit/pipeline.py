@@ -124,6 +124,7 @@ def extraction_record(member: Member, backend: Backend, request: Request, comple
     return {
         **extra,
         "member": member.key,
+        **({"sample": request.sample} if request.sample else {}),  # --samples: which one (0: the home's own)
         "backend": {"label": backend.label, "spec": backend.spec, "model": completion.model or backend.model},
         "request_sha256": request_sha(request),
         "evalkit_version": __version__,
@@ -212,8 +213,13 @@ def member_request(task: str, member: str, corpus: str | Path | None = None, sou
 def score_member(task: str, member: str, corpus: str | Path | None = None,
                  sources: str | Path | None = None, out: str | Path = ".",
                  threshold: float | None = None, reference: str | None = None) -> ScoreResult | Failed:
-    """score.ipynb's call: `score_home` for the member named by ids and paths (relative to the notebook)."""
-    return score_home(locate(task, member, corpus), out, sources_dir(sources), threshold, reference=reference)
+    """score.ipynb's call: `score_home` for the member named by ids and paths (relative to the notebook). Under
+    --samples K > 1 the result carries every sample's score.json as ``samples`` (the member page lists them;
+    not part of score.json)."""
+    result = score_home(locate(task, member, corpus), out, sources_dir(sources), threshold, reference=reference)
+    if (Path(out) / runfolder.SAMPLES).is_dir():
+        object.__setattr__(result, "samples", runfolder.read_sample_scores(out))  # a Failed is frozen
+    return result
 
 
 def score_home(member: Member, home: str | Path, sources: Path | None, threshold: float | None = None,

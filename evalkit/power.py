@@ -154,11 +154,14 @@ def with_samples(sd_diff: float, k: int, within: float | None = None) -> float:
 def pilot_samples(run: str | Path, task: str, metric: str = "score", label: str | None = None
                   ) -> tuple[str, dict[str, list[float]]]:
     """(backend label, {member: [its values of `metric`]}) from a run or sweep folder: one value per scored
-    member today; a run with repeated samples gives several (the within-member SD)."""
+    scored sample of each member: one without --samples; a ``--samples K`` run gives up to K (the within-member
+    SD)."""
     from .runfolder import scan
     from .stats import as_number
+    from .status import SCORED, status_of
 
-    found = [s for s in scan(run) if s.task == task]
+    # every sample of a --samples K run (an errored one left out): a member may be scored in some samples only
+    found = [s for s in scan(run, status=None) if s.task == task and any(status_of(x) == SCORED for x in s.samples())]
     labels = sorted({s.backend for s in found})
     if label is None:
         if len(labels) != 1:
@@ -167,8 +170,9 @@ def pilot_samples(run: str | Path, task: str, metric: str = "score", label: str 
         label = labels[0]
     out: dict[str, list[float]] = {}
     for s in found:
-        if s.backend == label and (x := as_number((s.score().get("metrics") or {}).get(metric))) is not None:
-            out.setdefault(s.member, []).append(x)
+        for sample in s.samples() if s.backend == label else ():
+            if status_of(sample) == SCORED and (x := as_number((sample.get("metrics") or {}).get(metric))) is not None:
+                out.setdefault(s.member, []).append(x)
     if len(out) < 2:
         raise UsageError(f"plan: {run} has {len(out)} member(s) of {task} with a {metric!r} [{label}]: a pilot needs ≥ 2")
     return label, out

@@ -78,16 +78,24 @@ def load_scores(run_dir: str | Path, task: str) -> tuple[pd.DataFrame, pd.DataFr
     ``recovered`` notes an ok answer that needed a repair); ``parse`` is the backend's own word.
     ``heldout``: the member is held out (run.json), its figures reported apart.
     """
+    from .samples import headline, member_figures
+    from .status import status_of
+
     found = task_results(run_dir, task)
     backends = {s.backend for s in found}
     heldout: dict[Path, set[str]] = {}
     for s in found:
         if s.run_dir not in heldout:
             heldout[s.run_dir] = set(read_run_json(s.run_dir).get("heldout") or [])
+    sampled = any(s.sampled for s in found)  # --samples K > 1: the columns below appear only then
     rows: list[dict[str, Any]] = []
     items: list[dict[str, Any]] = []
     for s in found:
         member, backend, data, status = s.member, s.backend, s.score(), s.status
+        samples = s.samples() if sampled else [data]
+        if sampled:  # the member's headline: the mean over its scored samples (`samples.headline`)
+            data = headline(samples)
+            status = status_of(data)
         label = member if len(backends) <= 1 else f"{member} [{backend}]"
         run = data.get("run") or {}
         member_items = data.get("items") or []
@@ -103,17 +111,76 @@ def load_scores(run_dir: str | Path, task: str) -> tuple[pd.DataFrame, pd.DataFr
             "output_tokens": run.get("output_tokens"), "usd": run.get("usd"), "latency_s": run.get("latency_s"),
             "error": run.get("error"), "truncated": run.get("truncated"), "items": len(member_items), "notes": len(data.get("notes") or []),
             "path": f"{member}/{s.home.name}/{SCORE}" if s.has_score else None,
+            **(_sample_columns(member_figures(samples)) if sampled else {}),
             **{f"metric.{k}": v for k, v in sorted((data.get("metrics") or {}).items())},
         })
-        for item in member_items:
-            items.append({**item, "task": task, "member": member, "backend": backend, "label": label})
+        for sample in samples:  # under --samples every sample's items, told apart by a ``sample`` column
+            for item in (sample.get("items") or []) if sampled else member_items:
+                items.append({**item, "task": task, "member": member, "backend": backend, "label": label,
+                              **({"sample": sample["sample"]} if sampled else {})})
     members_df = pd.DataFrame(rows, columns=None if rows else MEMBER_COLUMNS)
     if not items:
         return members_df, pd.DataFrame(columns=["task", "member", "backend", "label"])
     items_df = pd.DataFrame(items)
-    first = ["task", "member", "backend", "label"]
+    first = ["task", "member", "backend", "label", *(["sample"] if sampled else [])]
     items_df = items_df[first + [c for c in items_df.columns if c not in first]]
     return members_df, items_df
+
+
+SAMPLE_COLUMNS = ["samples", "k_scored", "score_sd", "pass_at_k", "pass_hat_k", "agreement", "sample_scores"]
+
+
+def _sample_columns(f: dict[str, Any]) -> dict[str, Any]:
+    """A member row's sample columns (`samples.member_figures`); its ``score`` is then the mean over them."""
+    return {"samples": f["k"], "k_scored": f["k_scored"], "score_sd": f["sd"], "pass_at_k": f["pass_at_k"],
+            "pass_hat_k": f["pass_hat_k"], "agreement": f["agreement"], "sample_scores": f["scores"]}
+
+
+def sample_spread(members: pd.DataFrame) -> pd.DataFrame:
+    """One row per scored sample of each member × backend (``label``, ``sample``, ``score``): the strip of K
+    points per member the task report draws; empty without samples. An errored sample has no point."""
+    if members is None or "sample_scores" not in members.columns:
+        return pd.DataFrame(columns=["label", "member", "backend", "sample", "score", "mean"])
+    rows = [{"label": m["label"], "member": m["member"], "backend": m["backend"], "sample": i, "score": x,
+             "mean": m["score"]}
+            for _, m in members.iterrows() if isinstance(m["sample_scores"], list)
+            for i, x in enumerate(m["sample_scores"]) if x is not None]
+    return pd.DataFrame(rows, columns=["label", "member", "backend", "sample", "score", "mean"])
+
+
+def unstable_items(items: pd.DataFrame, limit: int | None = None) -> pd.DataFrame:
+    """The items whose outcome flips between samples (`samples.unstable`), most unstable first: ``label``,
+    ``item``, ``agreement`` (share of samples with the modal outcome), ``modal`` and each sample's outcome;
+    empty without a ``sample`` column."""
+    from .samples import unstable
+
+    columns = ["label", "item", "agreement", "modal", "outcomes"]
+    if not _has(items, "sample", "outcome", "label"):
+        return pd.DataFrame(columns=columns)
+    tables: dict[str, list[list[dict[str, Any]]]] = {}
+    for (label, _), rows in items.groupby([items["label"].map(str), "sample"], sort=True):  # scored samples only
+        cells = rows.drop(columns=["task", "member", "backend", "label", "sample"]).to_dict("records")
+        tables.setdefault(label, []).append([{k: v for k, v in c.items() if not _null(v)} for c in cells])
+    out = unstable(tables, limit)
+    return pd.DataFrame([{"label": r["member"], "item": _item_name(r["item"]), "agreement": r["agreement"], "modal": r["modal"],
+                          "outcomes": " · ".join(r["outcomes"])} for r in out], columns=columns)
+
+
+def _item_name(item: str) -> str:
+    """`samples.item_id` as people read it: its identity values (``rate``, ``relations Acme→Beta``), ``#n`` kept."""
+    import json
+
+    name, sep, n = item.rpartition("#") if item.rsplit("#", 1)[-1].isdigit() and not item.endswith("}") else (item, "", "")
+    try:
+        values = json.loads(name)
+    except ValueError:
+        return item
+    return " ".join(str(v) for v in values.values()) + (f" #{n}" if sep else "")
+
+
+def _null(v: Any) -> bool:
+    """A cell pandas filled in for a column the row's own table lacks."""
+    return v is None or (isinstance(v, float) and v != v)
 
 
 def _has(items: pd.DataFrame | None, *columns: str) -> bool:

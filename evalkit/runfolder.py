@@ -14,6 +14,9 @@
     <run>/<task>/<member>/<backend>/     one member × backend (`member_dir`): extraction.json (the record
                                          and its run block), score.json (the item table), judgments.json
                                          (--judge), extract.ipynb|.html, score.ipynb|.html
+    <run>/<task>/<member>/<backend>/samples/<i>/   sample i > 0 of ``--samples K``: its extraction.json and
+                                         score.json (scored in-process); sample 0 is the folder's own
+                                         files, so a run without --samples (K = 1) writes exactly what it did
 
 A sweep folder holds ``sweep.json`` and one run folder per member, ``members/<task>/<member>/``.
 
@@ -50,7 +53,8 @@ __all__ = [
     "write_score", "read_judgments", "write_judgments", "clear_judgments", "read_pairwise", "write_pairwise",
     "clear_pairwise", "write_judge_json", "read_run_json", "write_run_json", "merge_run_json", "read_summary", "write_summary", "read_sweep_json",
     "write_sweep_json", "is_unfinished", "mark_unfinished", "mark_finished", "RunLocked", "hold", "Scored", "scan",
-    "task_results", "BATCHES", "read_batches", "write_batches", "clear_batches",
+    "task_results", "BATCHES", "read_batches", "write_batches", "clear_batches", "SAMPLES", "sample_dir",
+    "sample_base", "sample_dirs", "read_sample_scores", "clear_samples",
 ]
 
 RUN_JSON = "run.json"
@@ -71,6 +75,7 @@ EXTRACT_NB = "extract.ipynb"
 SCORE_NB = "score.ipynb"
 SWEEP_JSON = "sweep.json"
 SWEEP_MEMBERS = "members"
+SAMPLES = "samples"  # --samples K: <home>/samples/<i>/ holds sample i > 0 (sample 0 is <home> itself)
 BATCHES = ".evalkit.batches.json"  # --batch: the provider batches a run submitted, so a resumed run polls them
 NOTEBOOKS = (EXTRACT_NB, SCORE_NB, REPORT, COMPARE, DIFF)  # each also the name of its template in notebooks/
 FILES = (RUN_JSON, SUMMARY_JSON, JUDGE_JSON, INDEX, LOCK, LOCK_HOLDER, UNFINISHED, PAIRWISE, EXTRACTION, SCORE,
@@ -118,15 +123,68 @@ def sibling(home: str | Path, label: str) -> Path:
 
 @dataclass(frozen=True)
 class Home:
-    """One member × backend of a run being made: the corpus member, the backend's label, its folder."""
+    """One member × backend of a run being made (one sample of it, under --samples): the corpus member, the
+    backend's label, its folder."""
 
     member: Any  # evalkit.corpus.Member
     label: str
     dir: Path
+    sample: int = 0
 
     @classmethod
-    def of(cls, run_dir: str | Path, member: Any, label: str) -> "Home":
-        return cls(member, label, member_dir(run_dir, member.task.id, member.id, label))
+    def of(cls, run_dir: str | Path, member: Any, label: str, sample: int = 0) -> "Home":
+        return cls(member, label, sample_dir(member_dir(run_dir, member.task.id, member.id, label), sample), sample)
+
+
+# --------------------------------------------------------------------------- samples (--samples K)
+
+
+def sample_dir(home: str | Path, sample: int) -> Path:
+    """Where sample `sample` of a member × backend lives: its home for sample 0, else ``<home>/samples/<i>/``."""
+    return Path(home) / SAMPLES / str(sample) if sample else Path(home)
+
+
+def sample_base(folder: str | Path) -> Path:
+    """The member × backend home a sample's folder belongs to (a home is its own)."""
+    folder = Path(folder).resolve()
+    return folder.parent.parent if folder.parent.name == SAMPLES and folder.name.isdigit() else folder
+
+
+def _is_sample(folder: Path) -> bool:
+    return folder.parent.name == SAMPLES and folder.name.isdigit() and (folder.parent.parent / EXTRACTION).is_file()
+
+
+def sample_dirs(home: str | Path) -> list[tuple[int, Path]]:
+    """(i, folder) of every sample of a member × backend, sample 0 (the home) first: [(0, home)] without samples."""
+    root = Path(home) / SAMPLES
+    extra = sorted((int(p.name), p) for p in root.iterdir() if p.name.isdigit() and p.is_dir()) if root.is_dir() else []
+    return [(0, Path(home)), *((i, p) for i, p in extra if i > 0)]
+
+
+def read_sample_scores(home: str | Path, first: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Each sample's score.json, in sample order (`first`: sample 0's, when already read); a sample with no
+    readable score.json is an error with its extraction's failure, or ``notebook_failed``."""
+    out = []
+    for i, folder in sample_dirs(home):
+        data = dict(first) if i == 0 and first is not None else _read_dict(folder / SCORE)
+        if data is None:
+            extraction = _read_dict(folder / EXTRACTION) or {}
+            data = {"run": extraction.get("run") or {},
+                    **(failure_of(extraction) or Failed(NOTEBOOK_FAILED, f"no {SCORE}")).to_json()}
+        out.append({**data, "sample": i})
+    return out
+
+
+def clear_samples(home: str | Path, keep: int) -> None:
+    """Remove samples ``keep`` and above left by an earlier run into the folder (a run of K samples owns 0..K-1)."""
+    import shutil
+
+    for i, folder in sample_dirs(home):
+        if i >= keep:
+            shutil.rmtree(folder)
+    root = Path(home) / SAMPLES
+    if root.is_dir() and not any(root.iterdir()):
+        root.rmdir()
 
 
 # --------------------------------------------------------------------------- a member × backend's files
@@ -351,6 +409,26 @@ class Scored:
     def run_json(self) -> dict[str, Any]:
         return read_run_json(self.run_dir)
 
+    @property
+    def sampled(self) -> bool:
+        """Whether this result has samples beyond sample 0 (``--samples K``, K > 1)."""
+        return (self.home / SAMPLES).is_dir()
+
+    def samples(self) -> list[dict[str, Any]]:
+        """Each sample's score.json (`read_sample_scores`): [this score.json] without samples."""
+        return read_sample_scores(self.home, self.data) if self.sampled else [{**self.data, "sample": 0}]
+
+    def as_headline(self) -> "Scored":
+        """This result as its samples' headline under --samples K > 1 (`samples.headline`: the mean over the
+        scored samples, the verdict pass^k, the metrics their means); itself without samples."""
+        if not self.sampled:
+            return self
+        from dataclasses import replace
+
+        from .samples import headline
+
+        return replace(self, data=headline(self.samples()))
+
     def started(self, run_json: Mapping[str, Any]) -> str | None:
         """When this backend's run started: its own entry in run.json (one folder can hold the backends
         of several runs), else the run's."""
@@ -385,6 +463,7 @@ def scan(root: str | Path, status: str | None = SCORED, *, unscored: bool = Fals
     homes = {p.parent for p in root.rglob(SCORE)}
     if unscored:
         homes |= {p.parent for p in root.rglob(EXTRACTION)}
+    homes = {h for h in homes if not _is_sample(h)}  # a sample > 0 is part of its home's result (`read_sample_scores`)
     found = []
     for home in sorted(homes):
         data, has_score = _read_dict(home / SCORE), True

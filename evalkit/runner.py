@@ -28,7 +28,7 @@ import os
 import platform
 import sys
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
@@ -48,7 +48,6 @@ from .runfolder import Home, hold
 from .sources import Document, UnreadableSource, check_integrity, read_document, sha256_file
 from .stats import SEED
 from .summary import write_summary
-from .stats import SEED
 from .status import ERROR, INVALID_INPUT, NOT_COVERED, NOTEBOOK_FAILED, REFUSED, SCORED, Failed, failure_of
 
 
@@ -89,6 +88,7 @@ class RunOptions:
     sample: int | None = None  # --sample N: N members of each task drawn at random with `seed`
     seed: int | None = None  # --seed S for --sample (default: `stats.SEED`)
     settings: dict[str, Any] = field(default_factory=dict)  # --set KEY=VALUE: overrides of the task's settings
+    samples: int = 1  # --samples K: K independent extractions per member × backend (`evalkit.samples`)
     strict: bool = False  # run only: --dry-run --strict exits with the first guard's code (default: 0, the plan shown)
     strict_replay: bool = False  # --strict-replay: a replay miss aborts the run (default: `not covered`, the rest scored)
     batch: bool = False  # run only: --batch, provider batch APIs for the uncached calls (evalkit.backends.batch)
@@ -157,6 +157,7 @@ class RunResult:
     reference: str | None = None  # --reference: the label whose records were the truth (figures are similarities)
     recorded: "Recorded | None" = None  # what `record` wrote (history, scoreboard) after the run
     strict: bool = False  # --dry-run --strict: a guard that would abort a real run is the exit code
+    sample_errors: int = 0  # --samples K > 1: samples that errored (their members are scored from the others)
 
     @property
     def exit_code(self) -> int:
@@ -166,7 +167,7 @@ class RunResult:
         if REFUSED in statuses:  # a changed source (4) before an input `validate` rejects too (3)
             refused = {o.cause for o in self.outcomes if o.status == REFUSED}
             return EXIT_INTEGRITY if refused - {INVALID_INPUT} else EXIT_INVALID
-        if ERROR in statuses:  # whatever the verdicts of the others
+        if ERROR in statuses or self.sample_errors:  # whatever the verdicts of the others
             return EXIT_BACKEND
         if NOT_COVERED in statuses and SCORED not in statuses:  # a cassette that covers nothing measures nothing
             return EXIT_CASSETTE
@@ -189,7 +190,7 @@ def check_scope(opts: RunOptions) -> None:
         raise UsageError("give --limit N or --sample N, not both")
     if opts.seed is not None and opts.sample is None:
         raise UsageError("--seed S goes with --sample N")
-    for flag, n in (("--limit", opts.limit), ("--sample", opts.sample)):
+    for flag, n in (("--limit", opts.limit), ("--sample", opts.sample), ("--samples", opts.samples)):
         if n is not None and n < 1:
             raise UsageError(f"{flag} {n}: give at least 1")
 
@@ -426,12 +427,18 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
     requests = [render_request(m.task, m, documents[m.key], ontology, m.task.spec.settings.with_overrides(opts.settings))
                 for m, _ in cleared]
     check_inputs(resolved, requests, judge_resolved)  # a backend that cannot take the input mode: before any call
+    warn_identical_samples(opts.samples, requests)
+    sampled = [[replace(r, sample=i) for r in requests] for i in range(opts.samples)]  # [0] is `requests`
     prices = PriceTable(path=opts.prices) if opts.prices else None
     budgeted = (opts.dry_run or opts.max_usd is not None) and not opts.allow_unpriced
-    the_plan = plan(resolved, requests, prices, require_prices=budgeted, judge=judge_resolved,
-                    strict_replay=opts.strict_replay, batch=opts.batch)
-    uncovered = {(b.label, key) for b in the_plan.backends for key in b.not_covered}
-    why_uncovered = {(b.label, key): why for b in the_plan.backends for key, why in b.not_covered_why.items()}
+    the_plan = plan(resolved, [r for reqs in sampled for r in reqs], prices, require_prices=budgeted,
+                    judge=judge_resolved, strict_replay=opts.strict_replay, batch=opts.batch)
+    # (label, member key, sample) a replayed cassette has no recording of: each sample's own plan says which
+    uncovered, why_uncovered = set(), {}
+    for i, reqs in enumerate(sampled):
+        mine = the_plan if opts.samples == 1 else plan(resolved, reqs, prices, strict_replay=opts.strict_replay)
+        uncovered |= {(b.label, key, i) for b in mine.backends for key in b.not_covered}
+        why_uncovered |= {(b.label, key, i): why for b in mine.backends for key, why in b.not_covered_why.items()}
     if opts.dry_run:
         return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), plan=the_plan, strict=opts.strict)
     if not cleared:  # nothing passed the gate: construct no backend at all
@@ -452,23 +459,31 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
     done.run_dir = run_dir
     ctx = backend_context([m for m, _ in cleared], opts.sources, documents)
     backends = open_backends(resolved, ctx, prices, check=False)
-    jobs, homes, home_of = [], [], {}
-    for (m, _), request in zip(cleared, requests):
+    jobs, homes, home_of, extra = [], [], {}, []  # extra: samples 1..K-1 (`homes`: sample 0, as without --samples)
+    for (m, _), *requests_of in zip(cleared, *sampled):
         for b, r in zip(backends, resolved):
-            if (b.label, m.key) in uncovered:  # the cassette has no recording of it: not scored, not an error
+            if (b.label, m.key, 0) in uncovered:  # the cassette has no recording of it: not scored, not an error
                 outcomes.append(Outcome(m.task.id, m.id, b.label, NOT_COVERED, cause=NOT_COVERED,
                                         message=f"no recording of this request in {r.cassette}"
-                                        + (f": {w}" if (w := why_uncovered.get((b.label, m.key))) else "")))
+                                        + (f": {w}" if (w := why_uncovered.get((b.label, m.key, 0))) else "")))
                 continue
-            homes.append(Home.of(run_dir, m, b.label))
-            if resuming and _reusable(homes[-1].dir, request, b.spec):
-                done.reused += 1
-            else:
-                jobs.append(Job(b, request))
-                home_of[id(jobs[-1])] = homes[-1]
-    done.folders = [run_dir / t.id for t in tasks] + [h.dir for h in homes]
-    for h in homes:  # verdicts of an earlier run in this folder never carry over
+            for i, request in enumerate(requests_of):
+                home = Home.of(run_dir, m, b.label, i)
+                if i and (b.label, m.key, i) in uncovered:  # this sample unrecorded: an error of that sample only
+                    runfolder.clear_score(home.dir)
+                    runfolder.write_extraction(home.dir, not_covered_sample(m, b, request, r.cassette))
+                    extra.append(home)
+                    continue
+                (extra if i else homes).append(home)
+                if resuming and _reusable(home.dir, request, b.spec):
+                    done.reused += 1
+                else:
+                    jobs.append(Job(b, request))
+                    home_of[id(jobs[-1])] = home
+    done.folders = [run_dir / t.id for t in tasks] + [h.dir for h in homes + extra]
+    for h in homes:  # verdicts of an earlier run in this folder never carry over; nor do samples beyond K
         runfolder.clear_judgments(h.dir)
+        runfolder.clear_samples(h.dir, opts.samples)
     for t in tasks:
         runfolder.clear_pairwise(run_dir, t.id)
 
@@ -524,6 +539,7 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
                        "limit": opts.limit, "sample": opts.sample,
                        "seed": opts.seed if opts.sample is None or opts.seed is not None else SEED,
                        "settings": dict(sorted(opts.settings.items())),
+                       **({"samples": opts.samples} if opts.samples > 1 else {}),
                        "corpus": str(opts.corpus), "sources": str(opts.sources) if opts.sources else None},
         "backends": [{"label": b.label, "spec": b.spec, "model": b.model, "started": started,
                       **({"cassette": str(r.cassette), "cassette_sha256": sha256_file(r.cassette)}
@@ -536,7 +552,8 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
                     for o in dict((f"{o.task}/{o.member}", o) for o in outcomes).values()],
         **({"heldout": [m.key for m, _ in cleared if m.manifest.heldout]}
            if any(m.manifest.heldout for m, _ in cleared) else {}),
-        **({"not_covered": sorted(f"{key} [{label}]" for label, key in uncovered)} if uncovered else {}),
+        **({"not_covered": sorted(f"{key} [{label}]" + (f" sample {i}" if i else "") for label, key, i in uncovered)}
+           if uncovered else {}),
         "ontology_mode": ontology.mode if ontology else "freeform",
         **({"ontology": ontology.to_json()} if ontology else {}),
         **({"judge": judge_info} if judge_info else {}),
@@ -549,9 +566,12 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
         if h.label == opts.reference:
             runfolder.clear_score(h.dir)
     scored: list[Outcome] = []
+    for h in extra:  # samples 1..K-1: scored here, before the notebooks (the member page and report read them)
+        if h.label != opts.reference:
+            score_home(h.member, h.dir, opts.sources, opts.threshold, documents[h.member.key], opts.reference)
 
     def settled(h: Home) -> None:  # a member × backend has its score.json: say so at once
-        scored.append(_outcome(h, runfolder.read_score(h.dir)))
+        scored.append(_outcome(h, runfolder.read_score(h.dir), opts.samples))
         if on_outcome:
             on_outcome(scored[-1], len(scored), len(to_score))
 
@@ -575,8 +595,10 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
     twins = duplicate_recordings(resolved)
     if twins:  # the run is kept (and finished); its recordings are not two measurements
         raise CassetteError(f"{twins} (the run is kept in {run_dir})")
+    sample_errors = sum(failure_of(runfolder.read_score(h.dir)) is not None
+                        for h in homes + extra if opts.samples > 1 and h.label != opts.reference)
     return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), reused=done.reused,
-                     reference=opts.reference, summary=summary)
+                     reference=opts.reference, summary=summary, sample_errors=sample_errors)
 
 
 def _reusable(home: Path, request: Any, spec: str) -> bool:
@@ -588,13 +610,35 @@ def _reusable(home: Path, request: Any, spec: str) -> bool:
     return isinstance(extraction, dict) and is_current(extraction, request, spec) and failure_of(extraction) is None
 
 
+def warn_identical_samples(k: int, requests: list[Any]) -> None:
+    """K > 1 samples at temperature 0 will likely be K copies of one answer: say so (once), and go on."""
+    if k > 1 and any(r.temperature == 0 for r in requests):
+        print(f"evalkit: warning: --samples {k} at temperature 0: the samples will likely be identical "
+              "(give --set temperature=T, T > 0, for independent samples)", file=sys.stderr)
+
+
+def not_covered_sample(member: Member, backend: Any, request: Any, cassette: Any) -> dict[str, Any]:
+    """extraction.json of a sample the replayed cassette has no recording of: an error of that sample (its
+    member × backend is scored from the others), never a number."""
+    from .backends import Completion
+
+    completion = Completion(record=None, parse="error", calls=0, model=getattr(backend, "model", ""),
+                            error=f"{NOT_COVERED}: no recording of sample {request.sample} of this request in {cassette}")
+    data = extraction_record(member, backend, request, completion)
+    return {**data, "status": ERROR, "cause": NOT_COVERED, "message": completion.error}
+
+
 def _order(o: Outcome) -> tuple:
     return (o.task, o.member, o.backend)
 
 
-def _outcome(home: Home, score: dict[str, Any]) -> Outcome:
-    """The outcome score.json records."""
+def _outcome(home: Home, score: dict[str, Any], samples: int = 1) -> Outcome:
+    """The outcome score.json records; under --samples K > 1, its samples' (`samples.headline`)."""
     m = home.member
+    if samples > 1:
+        from .samples import headline
+
+        score = headline(runfolder.read_sample_scores(home.dir, score))
     failed = failure_of(score)
     if failed is not None:
         return Outcome(m.task.id, m.id, home.label, ERROR, message=failed.message, cause=failed.cause,

@@ -15,6 +15,7 @@
               "settings": {...},       # non-default overrides only (sampling settings, --threshold)
               "metrics": {...},        # the scorer's metrics block
               "passed": true,
+              "samples": {...},        # only under --samples K > 1: k, k_scored, mean, sd, pass@k, pass^k, scores
               "justifications": {...}  # only when `evalkit check --justify` accepted a regression
             }}}}}
 
@@ -239,6 +240,7 @@ def entry_for(scored: Scored, board_dir: Path, corpus: Path, sources: Path | Non
         "settings": settings_of(member, rj, ext.get("run")),
         "metrics": score.get("metrics") or {},
         "passed": score.get("passed"),
+        **({"samples": score["samples"]} if score.get("samples") else {}),  # --samples K > 1: K and the spread
     }
 
 
@@ -284,7 +286,9 @@ def update_scoreboard(run_result: Any, board_path: str | Path, justifications: M
     root, keys = _selected(run_result)
     corpus = Path(corpus) if corpus is not None else board_path.parent
     src = sources_dir(sources)
-    found = [s for s in scan(root) if keys is None or (s.task, s.member, s.backend) in keys]
+    # --samples K > 1: an entry is its samples' headline (the mean of each metric, pass^k; `samples.headline`)
+    found = [h for s in scan(root, status=None) if keys is None or (s.task, s.member, s.backend) in keys
+             if (h := s.as_headline()).status == SCORED]
     similar = sorted({s.score().get("reference") for s in found} - {None})
     if similar:
         raise ScoreboardError(f"{root}: scored against the reference backend {', '.join(similar)} (--reference): a "

@@ -20,6 +20,10 @@ backends, members, skipped members and held-out members). Per task and backend:
   held-out members (None when there are none);
 * ``calls``: `pool.call_figures` over the extraction calls (score.json repeats each call's run block):
   calls, latency percentiles, tokens, USD, replayed — what the calls took, never a count of outcomes.
+* ``samples`` (only under ``--samples K``, K > 1; `evalkit.samples.backend_figures`): K, samples scored of
+  attempted, mean per-member SD, item agreement, pass@k and pass^k shares, the corpus mean per sample index
+  (``sample_means``). A member's score is then the mean over its scored samples (`samples.headline`), and
+  ``calls`` counts every sample's call.
 
 Errors are left out of every mean and interval (`evalkit.status`). Resampling seeds are per (task,
 metric) (`stats.sub_seed`), the same for every backend, so two backends' intervals resample alike. Keys
@@ -34,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from . import runfolder
+from .samples import backend_figures
 from .stats import SEED, as_number, mean, mean_ci, micro_f1, micro_f1_ci, sub_seed
 from .status import NOT_COVERED, OK, REFUSED, SCORED, SKIPPED, count, row_of
 
@@ -75,8 +80,11 @@ def _figures(task: str, scored: list[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def _backend(task: str, label: str, results: list[Any], members: list[str], skipped: list[dict[str, Any]],
-             heldout: set[str]) -> dict[str, Any]:
+             heldout: set[str], samples_of: Mapping[Any, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
     from .pool import call_figures
+
+    samples_of = samples_of or {}
+    sampled = [samples_of[_key(r)] for r in results if _key(r) in samples_of]
 
     scored = [r for r in results if r.status == SCORED]
     kept = [r.data for r in scored if f"{task}/{r.member}" not in heldout]
@@ -104,15 +112,27 @@ def _backend(task: str, label: str, results: list[Any], members: list[str], skip
         "score": main["score"],
         "metrics": main["metrics"],
         "heldout": _figures(task, held) if held else None,
-        "calls": call_figures([completion_of(r.data.get("run")) for r in results]),
+        "calls": call_figures([completion_of(s.get("run")) for r in results for s in samples_of.get(_key(r), [r.data])]),
+        **({"samples": backend_figures(sampled)} if sampled else {}),
     }
+
+
+def _key(r: Any) -> tuple[str, str, str]:
+    return r.task, r.member, r.backend
+
+
+def _sampled(results: list[Any]) -> tuple[list[Any], dict[Any, list[dict[str, Any]]]]:
+    """--samples K > 1: each sampled result read as its samples' headline (`samples.headline`: the mean over
+    its scored samples), and each one's samples; results without samples as they are."""
+    samples_of = {_key(r): r.samples() for r in results if getattr(r, "sampled", False)}
+    return [r.as_headline() if _key(r) in samples_of else r for r in results], samples_of
 
 
 def summarize(results: Iterable[Any], run_json: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """summary.json for `results` (`runfolder.Scored`, every status) and the run's run.json."""
     run_json = run_json or {}
     reference = run_json.get("reference")  # --reference: its records are the truth of the others, never scored
-    results = [r for r in results if r.backend != reference]
+    results, samples_of = _sampled([r for r in results if r.backend != reference])
     order = [b.get("label") for b in run_json.get("backends") or [] if isinstance(b, dict) and b.get("label") != reference]
     heldout = set(run_json.get("heldout") or [])
     members_of: dict[str, list[str]] = {}
@@ -140,8 +160,8 @@ def summarize(results: Iterable[Any], run_json: Mapping[str, Any] | None = None)
             "headline": headline,
             "members": members,
             "skipped": skipped,
-            "backends": [_backend(task, b, [r for r in mine if r.backend == b], members, skipped, heldout)
-                         for b in backends],
+            "backends": [_backend(task, b, [r for r in mine if r.backend == b], members, skipped, heldout,
+                                  samples_of) for b in backends],
         }
     # The run's time and command stay in run.json: the same results give the same summary.json bytes.
     return {

@@ -93,7 +93,8 @@ def _backend_inputs(spec: BackendSpec) -> dict[str, str]:
 
 
 def currency_keys(member: Any, backends: list[BackendSpec], sources: Path | None, threshold: float | None,
-                  notebooks: bool, settings: dict[str, Any] | None = None) -> dict[str, dict[str, Any]] | None:
+                  notebooks: bool, settings: dict[str, Any] | None = None,
+                  samples: int = 1) -> dict[str, dict[str, Any]] | None:
     """Per backend label, what that member × backend's outputs depend on (see module docstring);
     None if it cannot be known. The member's own inputs are read and hashed once for all backends."""
     from .pipeline import render_request, request_sha
@@ -116,6 +117,7 @@ def currency_keys(member: Any, backends: list[BackendSpec], sources: Path | None
         "settings": dict(sorted((settings or {}).items())),  # --set (the request sha covers what is sent, too)
         "notebooks": notebooks,
         "evalkit_version": __version__,
+        **({"samples": samples} if samples > 1 else {}),  # --samples K (K = 1: the key as before samples)
     }
     return {spec.label: {**common, "backend": str(spec.redacted()), "backend_inputs": _backend_inputs(spec)}
             for spec in backends}
@@ -214,8 +216,8 @@ def _clear(opts: RunOptions, reuse: bool) -> None:
     out = Path(opts.out)
     if not out.exists():
         return
-    keep = {runfolder.member_dir(out, opts.tasks[0], opts.only[0], spec.label) / runfolder.EXTRACTION
-            for spec in opts.backends if reuse and _paid(spec)}
+    keep = {runfolder.sample_dir(runfolder.member_dir(out, opts.tasks[0], opts.only[0], spec.label), i)
+            / runfolder.EXTRACTION for spec in opts.backends if reuse and _paid(spec) for i in range(opts.samples)}
     if not any(p.is_file() for p in keep):
         shutil.rmtree(out)
         return
@@ -286,6 +288,7 @@ def _write_sweep_json(sweep_dir: Path, opts: RunOptions, records: dict[str, Memb
         "sample": opts.sample,
         "seed": opts.seed if opts.sample is None or opts.seed is not None else SEED,
         "settings": dict(sorted(opts.settings.items())),
+        **({"samples": opts.samples} if opts.samples > 1 else {}),
         "notebooks": opts.notebooks,
         "members": {k: members[k] for k in sorted(members)},
     })
@@ -354,7 +357,7 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
             try:
                 member = task.member(mdir.name, check_truth=False)  # its worker validates the truth
                 keys = currency_keys(member, opts.backends, opts.sources, opts.threshold, opts.notebooks,
-                                     opts.settings)
+                                     opts.settings, opts.samples)
             except Escape:
                 raise  # a file outside the corpus or sources folder: refuse the sweep before anything is written
             except EvalkitError:

@@ -29,6 +29,9 @@ class Request:
     # keeps it out of the repo. Cassettes keep a placeholder naming its sha256 (the key still
     # covers the full prompt).
     withheld: str = field(default="", repr=False, compare=False)
+    # Which of a member's K independent extractions this is (``--samples K``): 0 is the one call a run makes
+    # without it, so sample 0 is keyed, recorded and stored exactly as before samples existed.
+    sample: int = 0
     # How the document is sent (`models.Settings.input`): "text" (in `user`), "pdf" or "images" (in `parts`).
     input: str = "text"
     dpi: int = 100  # the pages' rendering resolution ("images")

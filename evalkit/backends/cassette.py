@@ -94,7 +94,7 @@ from array import array
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Iterator, Mapping
+from typing import Any, BinaryIO, Iterable, Iterator, Mapping, Sequence
 
 from .. import __version__
 from ..errors import CassetteCorrupt, CassetteError, CassetteMiss, UsageError
@@ -126,8 +126,15 @@ def canonical_request(request: Request, model: str) -> dict[str, Any]:
 
 
 def cassette_key(request: Request, model: str) -> str:
-    """SHA-256 hex of the canonical semantic request (sorted keys, compact, UTF-8)."""
-    return canonical_sha(canonical_request(request, model))
+    """SHA-256 hex of the canonical semantic request (sorted keys, compact, UTF-8); for sample i > 0 of it
+    (``--samples K``), `sample_key` of that and i: every cassette recorded without samples is sample 0."""
+    key = canonical_sha(canonical_request(request, model))
+    return sample_key(key, request.sample) if request.sample else key
+
+
+def sample_key(key: str, sample: int) -> str:
+    """The key of sample `sample` > 0 of the request whose (sample 0) key is `key`."""
+    return canonical_sha({"key": key, "sample": sample})
 
 
 def rfc3339_now() -> str:
@@ -163,7 +170,8 @@ def make_record(request: Request, model: str, provider: str, completion: Complet
         response["record"] = completion.record
     return {
         "key": key or cassette_key(request, model), "call_type": request.call_type, "provider": provider, "model": model,
-        "member": request.member, "timestamp": rfc3339_now(),
+        "member": request.member, **({"sample": request.sample} if request.sample else {}),
+        "timestamp": rfc3339_now(),
         "request": {"system": request.system, "user": stored_user_prompt(request), "schema": request.schema,
                     "settings": {"max_tokens": request.max_tokens, "temperature": float(request.temperature)}}
         | _stored_input(request),
@@ -228,7 +236,7 @@ def _loads(data: bytes) -> Any:
 _STR, _NUM, _OBJ, _INT, _BOOL = {str}, {int, float}, {dict}, {int}, {bool}  # exact types: True is no integer
 # The JSON types each field may hold (null always allowed), per object: (key path prefix, where it is, fields).
 _FIELDS = (
-    ("", (), {"provider": _STR, "member": _STR, "timestamp": _STR}),
+    ("", (), {"provider": _STR, "member": _STR, "timestamp": _STR, "sample": _INT}),
     ("request.", ("request",), {"system": _STR, "user": _STR, "schema": _OBJ, "settings": _OBJ, "input": _OBJ}),
     ("request.settings.", ("request", "settings"), {"max_tokens": _INT, "temperature": _NUM}),
     ("response.", ("response",), {"content": _STR, "usage": _OBJ, "finish_reason": _STR, "latency_s": _NUM,
@@ -915,6 +923,52 @@ def concat(paths: Iterable[str | Path], out: str | Path) -> None:
                     src.seek(-1, os.SEEK_END)
                     if src.read(1) != b"\n":
                         f.write(b"\n")
+
+
+def merge_samples(out: str | Path, inputs: Sequence[str | Path]) -> dict[str, int]:
+    """One multi-sample cassette from K cassettes recorded independently of the same requests (each a full pass
+    at temperature > 0 on a fresh server, recorded without ``--samples``): input i's records become sample i
+    (their keys `sample_key` of the recorded key and i, ``"sample": i`` stored), input 0's stay sample 0 as
+    recorded. Returns how many records each sample has. Refused: fewer than two inputs, the same file (or the
+    same bytes) twice, an input that already holds samples, `out` among the inputs."""
+    paths = [Path(p) for p in inputs]
+    if len(paths) < 2:
+        raise UsageError("merge_samples: give at least two cassettes (one per sample)")
+    if Path(out).resolve() in {p.resolve() for p in paths}:
+        raise UsageError(f"merge_samples: {out} is one of the inputs; write the merged cassette elsewhere")
+    seen: dict[str, Path] = {}
+    for p in paths:
+        digest = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else ""
+        if digest in seen:
+            raise UsageError(f"merge_samples: {p} is byte-identical to {seen[digest]}: the same recording twice is "
+                             "not two samples")
+        seen[digest] = p
+    lines = [encode_record(header())]
+    counts: dict[str, int] = {}
+    for i, p in enumerate(paths):
+        records = Cassette.load(p).records
+        for rec in records:
+            if rec.get("sample"):
+                raise UsageError(f"merge_samples: {p} already holds samples (record {rec['key'][:12]}… is sample "
+                                 f"{rec['sample']}); merge cassettes recorded without --samples")
+            if i:
+                rec = _as_sample(rec, i)
+            lines.append(encode_record(rec))
+        counts[f"sample {i}"] = len(records)
+    write_text(out, b"".join(lines).decode("utf-8"))
+    return counts
+
+
+def _as_sample(rec: dict[str, Any], sample: int) -> dict[str, Any]:
+    """A recorded (sample 0) record as sample `sample`: its key derived, ``sample`` after ``member`` (the field
+    order `make_record` writes)."""
+    out: dict[str, Any] = {}
+    for k, v in rec.items():
+        out[k] = sample_key(v, sample) if k == "key" else v
+        if k == "member":
+            out["sample"] = sample
+    out.setdefault("sample", sample)
+    return out
 
 
 # Its backend is opened by `resolve` (a replay: the cassette is loaded and checked before any backend exists).

@@ -294,6 +294,8 @@ class PythonBackend:
                 "max_tokens": request.max_tokens, "temperature": request.temperature}
         if self._tasks is not None:
             base.update(self._tasks(request.member))
+        if request.sample:  # --samples K: which sample this call is (absent for sample 0, as without samples)
+            base["sample"] = request.sample
         return base
 
     def estimate_usd(self, request: Request) -> float:

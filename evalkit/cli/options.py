@@ -118,6 +118,12 @@ SWEEP_OPTIONS = apply(
     PIPELINE_TIMEOUT,
 )
 
+# --samples K: K independent extractions per member × backend (`evalkit.samples`); run, sweep, compare --backend
+SAMPLES = click.option("--samples", type=click.IntRange(1), default=1, metavar="K",
+                       help="K independent extractions per member × backend (at the task's or --set temperature): "
+                            "each member's score is the mean over its samples; reports show the spread, unstable "
+                            "items and pass@k / pass^k.")
+
 # `evalkit run` and `evalkit sweep`: which members of each task, the task settings overridden, replay misses
 SCOPE_OPTIONS = apply(
     click.option("--limit", type=click.IntRange(1), default=None, help="Only the first N members of each task (id order)."),
@@ -126,6 +132,7 @@ SCOPE_OPTIONS = apply(
     click.option("--seed", "sample_seed", type=int, default=None, help="The seed of --sample (default: fixed)."),
     click.option("--set", "set_", multiple=True, metavar="KEY=VALUE",
                  help="Override a task setting (max_tokens, temperature; repeatable): recorded in every run block."),
+    SAMPLES,
     click.option("--strict-replay", is_flag=True,
                  help="A replay miss aborts the run (exit 6); default: those members are `not covered`, the rest scored."),
 )

@@ -12,7 +12,7 @@ from ..backends.spec import default_specs
 from ..errors import EXIT_OK, EvalkitError, UsageError
 from ..runfolder import INDEX
 from .app import main
-from .options import (ALLOW_UNPRICED, BACKEND, CORPUS, JUDGE_OPTIONS, MAX_CONCURRENCY, RUN_OPTIONS, SCOPE_OPTIONS,
+from .options import (ALLOW_UNPRICED, BACKEND, CORPUS, JUDGE_OPTIONS, MAX_CONCURRENCY, RUN_OPTIONS, SAMPLES, SCOPE_OPTIONS,
                       SOURCES, apply, run_options)
 from .summary import print_summary, printer
 
@@ -106,6 +106,7 @@ def score_cmd(predictions, **given):
 @click.option("--only", multiple=True, help="With --backend: only this member id (repeatable).")
 @click.option("--workers", type=click.IntRange(1), default=None, help="Notebook processes (default: cores).")
 @MAX_CONCURRENCY
+@SAMPLES
 def compare_cmd(run_dir, backends, show, **given):
     """Render compare.ipynb (and its HTML) for a run: backends side by side, pairwise win rates.
 
@@ -120,6 +121,7 @@ def compare_cmd(run_dir, backends, show, **given):
             raise UsageError(f"{run_dir}: run folder not found (give --backend to make the run first)")
         run_only = ("judge", "judge_mode", "judge_cache", "ontology", "ontology_mode", "only", "record", "reference")
         named = [f"--{k.replace('_', '-')}" for k in run_only if given.get(k)]
+        named += ["--samples"] if given.get("samples", 1) > 1 else []
         if named:
             raise UsageError(f"{', '.join(named)} only apply when the run is made here: add --backend")
     pages = compare_run(run_dir, list(given["tasks"]) or None, list(show) or None, workers=given["workers"])

@@ -10,7 +10,7 @@ import pandas as pd
 
 from .. import report as _report
 from ..status import ERROR, OK, count, failure_of
-from . import charts, fields, generic, graph, tree
+from . import charts, fields, generic, graph, samples, tree
 from .base import _get, heading, items_frame, kv, para, table, verdict
 
 
@@ -67,11 +67,12 @@ def summary(result: Any) -> None:
     if _get(result, "status") == ERROR:
         print(f"ERROR ({_get(result, 'cause')}): {_get(result, 'message')}")
         print("No score: this member × backend is left out of every mean, band and test, and counted as an error.")
-        return
-    score = _get(result, "score")
-    score = "n/a" if score is None else f"{score:.3f}"
-    headline = (_get(result, "details") or {}).get("headline")
-    print(f"score {score}   verdict {verdict(_get(result, 'passed'))}" + (f"   (score = {headline})" if headline else ""))
+    else:
+        score = _get(result, "score")
+        score = "n/a" if score is None else f"{score:.3f}"
+        headline = (_get(result, "details") or {}).get("headline")
+        print(f"score {score}   verdict {verdict(_get(result, 'passed'))}" + (f"   (score = {headline})" if headline else ""))
+    samples.member_samples(result)  # --samples K > 1: every sample of this member × backend
 
 
 def all_items(result: Any) -> None:
@@ -154,6 +155,7 @@ def report_page(members: pd.DataFrame, items: pd.DataFrame, shape: str | None = 
     report_view = {"fields": fields.fields_report, "graph": graph.graph_report,
                    "tree": tree.tree_report}.get(shape, generic.items_report)
     report_view(members, items)
+    samples.samples_section(members, items)  # --samples K > 1 only
 
 
 def trend(run_dir: Any, task: str, metric: str | None = None) -> None:
