@@ -28,7 +28,8 @@ whose source fails its integrity check is never current: it is re-run, and refus
 A sweep holds its folder (`runfolder.hold`): a second sweep into it is refused while the first
 lives. SIGINT/SIGTERM stop the member workers (and their notebook workers and kernels) at once;
 sweep.json keeps every member that finished, so the same command finishes the rest (after a SIGKILL, all but
-those of the last `SAVE_EVERY_S` seconds, which it runs again). A SIGKILLed sweep's workers leave by themselves
+those of the last `SAVE_EVERY_S` seconds, which it runs again: the others are in sweep.json's sidecar,
+`runfolder.SWEEP_LOG`, appended as members finish). A SIGKILLed sweep's workers leave by themselves
 within about two seconds, kernels included (`interrupt.watch_parent`), once a call in flight has recorded its
 answer; a member run again reuses each paid answer (a live model's) its folder holds for the same request and
 backend spec (`_clear`; under ``--force`` only in members sweep.json has no record of), so none is paid twice.
@@ -60,8 +61,9 @@ from .workers import WorkerDied, run_all
 __all__ = ["MemberResult", "SweepResult", "sweep", "currency_keys", "default_sweep_dir"]
 
 SCHEMA_VERSION = 1
-# sweep.json is rewritten whole (1.3 MB at 1,000 members): after every member that was quadratic in the
-# members; at most this often while they finish, at the end, and when the sweep is stopped.
+# Finished members are appended to sweep.json's sidecar (`runfolder.SWEEP_LOG`) at most this often (one sync
+# each time, not one a member), and sweep.json is written whole only at the start and the end of a sweep, or
+# when it is stopped: rewriting it as members finish was quadratic in the members (12.9 MB at 10,000).
 SAVE_EVERY_S = 2.0
 
 
@@ -88,14 +90,61 @@ def _fingerprint(path: Path) -> str | None:
     return None
 
 
-def _backend_inputs(spec: BackendSpec) -> dict[str, str]:
-    return {k: fp for k, path in spec.files().items() if (fp := _fingerprint(path))}
+def _stat_of(path: Path) -> list[int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
-def currency_keys(member: Any, backends: list[BackendSpec], sources: Path | None, threshold: float | None,
-                  notebooks: bool, settings: dict[str, Any] | None = None) -> dict[str, dict[str, Any]] | None:
-    """Per backend label, what that member × backend's outputs depend on (see module docstring);
-    None if it cannot be known. The member's own inputs are read and hashed once for all backends."""
+class Fingerprints:
+    """A sweep's backend inputs, each fingerprinted once per sweep, not once per member: a file or folder
+    by path, memoized; a file's sha256 is also kept across sweeps (sweep.json's ``fingerprints``) and
+    reused while its (size, mtime_ns, inode) stay the same, so a 600 MB cassette is hashed once, not on
+    every sweep. A ``predictions:`` folder gives each member its own file's size and mtime instead: one
+    stat a member, whatever else the folder holds."""
+
+    def __init__(self, known: dict[str, Any] | None = None):
+        self.known = known if isinstance(known, dict) else {}
+        self.used: dict[str, Any] = {}  # what the next sweep.json keeps: the files this sweep fingerprinted
+        self._memo: dict[str, str | None] = {}
+
+    def path(self, path: Path) -> str | None:
+        key = os.path.abspath(path)
+        if key not in self._memo:
+            self._memo[key] = self._file(key, path) if path.is_file() else _fingerprint(path)
+        return self._memo[key]
+
+    def _file(self, key: str, path: Path) -> str | None:
+        stat, prev = _stat_of(path), self.known.get(key)
+        if isinstance(prev, dict) and prev.get("stat") == stat and isinstance(prev.get("sha256"), str):
+            sha = prev["sha256"]
+        else:
+            sha = _fingerprint(path)
+        if sha is not None:
+            self.used[key] = {"stat": stat, "sha256": sha}
+        return sha
+
+    def backend_inputs(self, spec: BackendSpec, member_id: str) -> dict[str, str]:
+        from .backends.predictions import PROVIDER as PREDICTIONS, prediction_file
+
+        out = {}
+        for k, path in spec.files().items():
+            if spec.kind == PREDICTIONS.kind and path.is_dir():  # the one file this member's answer is read from
+                stat = _stat_of(prediction_file(path, member_id))
+                fp = "absent" if stat is None else f"{stat[0]}:{stat[1]}"
+            else:
+                fp = self.path(path)
+            if fp:
+                out[k] = fp
+        return out
+
+
+def _member_inputs(member: Any, backends: list[BackendSpec], sources: Path | None, threshold: float | None,
+                   notebooks: bool, settings: dict[str, Any] | None, prints: Fingerprints
+                   ) -> tuple[Any, dict[str, dict[str, Any]]] | None:
+    """The member's request and its currency keys (see `currency_keys`); None if they cannot be known."""
     from .pipeline import render_request, request_sha
     from .scoreboard import truth_sha256
     from .sources import check_integrity, read_document, sha256_file
@@ -117,8 +166,19 @@ def currency_keys(member: Any, backends: list[BackendSpec], sources: Path | None
         "notebooks": notebooks,
         "evalkit_version": __version__,
     }
-    return {spec.label: {**common, "backend": str(spec.redacted()), "backend_inputs": _backend_inputs(spec)}
-            for spec in backends}
+    return request, {spec.label: {**common, "backend": str(spec.redacted()),
+                                  "backend_inputs": prints.backend_inputs(spec, member.id)}
+                     for spec in backends}
+
+
+def currency_keys(member: Any, backends: list[BackendSpec], sources: Path | None, threshold: float | None,
+                  notebooks: bool, settings: dict[str, Any] | None = None,
+                  prints: Fingerprints | None = None) -> dict[str, dict[str, Any]] | None:
+    """Per backend label, what that member × backend's outputs depend on (see module docstring);
+    None if it cannot be known. The member's own inputs are read and hashed once for all backends; the
+    backends' own inputs once per `prints` (one a sweep)."""
+    got = _member_inputs(member, backends, sources, threshold, notebooks, settings, prints or Fingerprints())
+    return None if got is None else got[1]
 
 
 # --------------------------------------------------------------------------- the sweep
@@ -267,13 +327,16 @@ def _is_current(prev: dict[str, Any] | None, keys: dict[str, Any] | None, sweep_
                for o in outs)
 
 
+def _member_json(r: MemberResult) -> dict[str, Any]:
+    return {"status": r.status, "message": r.message, "run_dir": r.run_dir, "keys": r.keys,
+            "exit_code": r.exit_code, "outcomes": [asdict(o) for o in r.outcomes]}
+
+
 def _write_sweep_json(sweep_dir: Path, opts: RunOptions, records: dict[str, MemberResult],
-                      others: dict[str, Any] | None = None) -> None:
+                      others: dict[str, Any] | None = None, prints: Fingerprints | None = None) -> None:
     os.sync()  # the members' own files, written unsynced (`_member_job`), are durable before this records them
     members = dict(others or {})
-    members.update({k: {"status": r.status, "message": r.message, "run_dir": r.run_dir, "keys": r.keys,
-                        "exit_code": r.exit_code, "outcomes": [asdict(o) for o in r.outcomes]}
-                    for k, r in records.items()})
+    members.update({k: _member_json(r) for k, r in records.items()})
     runfolder.write_sweep_json(sweep_dir, {
         "schema_version": SCHEMA_VERSION,
         "evalkit_version": __version__,
@@ -287,8 +350,16 @@ def _write_sweep_json(sweep_dir: Path, opts: RunOptions, records: dict[str, Memb
         "seed": opts.seed if opts.sample is None or opts.seed is not None else SEED,
         "settings": dict(sorted(opts.settings.items())),
         "notebooks": opts.notebooks,
+        **({"fingerprints": dict(sorted(prints.used.items()))} if prints and prints.used else {}),
         "members": {k: members[k] for k in sorted(members)},
     })
+
+
+def _append_members(sweep_dir: Path, records: dict[str, MemberResult]) -> None:
+    """The members finished since the last save, appended to sweep.json's sidecar (O(members added))."""
+    if records:
+        os.sync()  # as `_write_sweep_json`: what the lines record is on disk first
+        runfolder.append_sweep_members(sweep_dir, {k: _member_json(r) for k, r in records.items()})
 
 
 def _refuse_run_only(opts: RunOptions) -> None:
@@ -332,8 +403,10 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
         raise EvalkitError("sweep: give at least one --backend NAME=SPEC")
     tasks = load_tasks(opts.corpus, opts.tasks)
     sweep_dir = Path(opts.out or default_sweep_dir(labels))
-    on_disk = runfolder.read_sweep_json(sweep_dir).get("members") or {}
+    stored = runfolder.read_sweep_json(sweep_dir)
+    on_disk = stored.get("members") or {}
     previous = {} if opts.force else on_disk
+    prints = Fingerprints(stored.get("fingerprints"))
 
     if opts.only:
         for o in opts.only:
@@ -354,7 +427,7 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
             try:
                 member = task.member(mdir.name, check_truth=False)  # its worker validates the truth
                 keys = currency_keys(member, opts.backends, opts.sources, opts.threshold, opts.notebooks,
-                                     opts.settings)
+                                     opts.settings, prints)
             except Escape:
                 raise  # a file outside the corpus or sources folder: refuse the sweep before anything is written
             except EvalkitError:
@@ -384,7 +457,7 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
                            in_sweep=True)
                    for (t, m, _), out in zip(todo, outs)]
 
-    saved = [time.monotonic()]
+    saved, unsaved = [time.monotonic()], {}
 
     def record(i: int, raw: Any) -> None:
         task_id, member_id, keys = todo[i]
@@ -398,9 +471,10 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
                                exit_code=raw.get("exit_code", EXIT_BACKEND))
         else:
             res = MemberResult(task_id, member_id, "ran", [_outcome(o) for o in raw["outcomes"]], run_dir=rel, keys=keys)
-        records[f"{task_id}/{member_id}"] = res
+        records[res.key] = unsaved[res.key] = res
         if time.monotonic() - saved[0] >= SAVE_EVERY_S:  # a killed sweep keeps its progress (but the last seconds)
-            _write_sweep_json(sweep_dir, opts, records, others)
+            _append_members(sweep_dir, unsaved)
+            unsaved.clear()
             saved[0] = time.monotonic()
         if progress:
             progress(res)
@@ -412,6 +486,7 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
         cluster = held.enter_context(connect(opts.scheduler))
         held.callback(forget, cluster, shared)
     held.enter_context(runfolder.hold(sweep_dir))
+    _write_sweep_json(sweep_dir, opts, records, others, prints)  # the members' lines are appended to this one
     try:
         # Paid answers are reused, but under --force by the members this sweep folder has no record of: those a
         # stopped sweep was running (`_clear`).
@@ -424,13 +499,13 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
 
         remove_partials(sweep_dir, recursive=False)
         with signals_blocked():  # every member finished so far, whole
-            _write_sweep_json(sweep_dir, opts, records, others)
+            _write_sweep_json(sweep_dir, opts, records, others, prints)
         for out in outs:  # the member run folders are this sweep's own
             remove_partials(out)
         finished = sum(r.status != "current" for r in records.values())
         raise Interrupted(f"{finished}/{len(todo)} member(s) run, {len(records) - finished} current; "
                           f"kept in {sweep_dir / runfolder.SWEEP_JSON}", sweep_dir) from None
-    _write_sweep_json(sweep_dir, opts, records, others)
+    _write_sweep_json(sweep_dir, opts, records, others, prints)
     members = [records[k] for k in sorted(records)]
     summary = write_sweep_summary(sweep_dir, [m.run_dir for m in members if m.run_dir])
     return SweepResult(run_dir=sweep_dir, members=members, summary=summary)
