@@ -8,7 +8,9 @@ A sweep folder (`evalkit.runfolder`)::
 
 Each member runs through the runner (`evalkit.runner.run`, with the sweep's `RunOptions`) in a worker
 process (`evalkit.workers`), N at a time (default: the CPU count); the worker executes the member's
-notebooks itself, so its kernels are its own children. A member that fails — refused by the
+notebooks itself, so its kernels are its own children. The members' paid model calls are made first, in
+this process's one async pool (``--max-concurrency`` in flight, however many workers: `_prefetch`), each
+answer written to its member's folder, which the member's run then reuses: a worker only scores. A member that fails — refused by the
 integrity gate, a backend error, a crash, even its worker process dying — is recorded and the
 others carry on; the summary lists every failure and the exit code says what kind.
 
@@ -287,6 +289,67 @@ def _clear(opts: RunOptions, reuse: bool) -> None:
             p.unlink()
 
 
+def _prefetches(opts: RunOptions) -> bool:
+    """Whether the sweep makes its members' paid calls in its own pool first (`_prefetch`): not on Dask,
+    where the members share a call limit and budget across machines instead (`evalkit.scheduler`)."""
+    return not opts.scheduler and any(_paid(spec) for spec in opts.backends)
+
+
+def _prefetch(opts: RunOptions, asked: dict[str, tuple[Any, Any]], todo: list[tuple[str, str, Any]],
+              member_opts: list[RunOptions], reuse: list[bool]) -> list[bool]:
+    """Make every member's paid calls in this process's one async pool, ``--max-concurrency`` in flight
+    whatever the worker count (a member per worker kept two in flight), each answer written to its member's
+    folder as the extraction.json its run then reuses (`runner._reusable`, as a resumed member's): the
+    workers only score. Members that have no answer here (a failed call, a key not set, a backend that
+    cannot be built) make their own calls, and fail alone. Returns the members' `_clear` reuse flags: a
+    member called here keeps what this wrote."""
+    from .backends.resolve import check_guards, open_backends, resolve_backends
+    from .pipeline import backend_context, extraction_record
+    from .pool import Job, run_pool
+    from .pricing import PriceTable
+    from .runfolder import Home
+    from .runner import _reusable
+
+    try:
+        resolved = [r for r in resolve_backends([s for s in opts.backends if _paid(s)]) if r.mode == "live"]
+        check_guards(resolved)
+    except EvalkitError:  # each member says what is wrong, as when it calls
+        return reuse
+    if not resolved:
+        return reuse
+    index = {f"{t}/{m}": i for i, (t, m, _) in enumerate(todo)}
+    members = [member for member, _ in asked.values()]
+    try:
+        backends = open_backends(resolved, backend_context(members, opts.sources),
+                                 PriceTable(path=opts.prices) if opts.prices else None, check=False)
+    except EvalkitError:
+        return reuse
+    jobs, homes = [], {}
+    reuse = list(reuse)
+    for key, (member, request) in asked.items():
+        i = index[key]
+        _clear(member_opts[i], reuse[i])  # what the worker's own `_clear` would drop goes first
+        reuse[i] = True
+        for b in backends:
+            home = Home.of(Path(member_opts[i].out), member, b.label)
+            if not _reusable(home.dir, request, b.spec):
+                jobs.append(Job(b, request))
+                homes[id(jobs[-1])] = home
+
+    def keep(job: Any, completion: Any) -> None:
+        home = homes[id(job)]
+        runfolder.write_extraction(home.dir, extraction_record(home.member, job.backend, job.request, completion))
+
+    try:
+        from .jsonio import unsynced
+
+        with unsynced():  # durable by the sync before the sweep's record of the member
+            run_pool(jobs, opts.max_concurrency, on_done=keep)
+    except EvalkitError:  # what was answered is on disk; the members call the rest themselves
+        pass
+    return reuse
+
+
 def _member_job(opts: RunOptions, reuse: bool = False) -> dict[str, Any]:
     """Worker: run one member (`opts` selects it) into its own run folder, afresh but for the paid answers
     `_clear` keeps. Never raises. Orphaned (the sweep killed), the worker first lets a call in flight record
@@ -416,6 +479,8 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
         if unknown:
             raise CorpusError(f"no member {', '.join(map(repr, unknown))} in the selected tasks")
     todo: list[tuple[str, str, dict[str, Any] | None]] = []
+    prefetching = _prefetches(opts)
+    asked: dict[str, tuple[Any, Any]] = {}  # member key → (member, request): what the parent's pool calls
     records: dict[str, MemberResult] = {}
     selected: set[str] = set()
     for task in tasks:
@@ -426,8 +491,9 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
             selected.add(key)
             try:
                 member = task.member(mdir.name, check_truth=False)  # its worker validates the truth
-                keys = currency_keys(member, opts.backends, opts.sources, opts.threshold, opts.notebooks,
+                got = _member_inputs(member, opts.backends, opts.sources, opts.threshold, opts.notebooks,
                                      opts.settings, prints)
+                keys = got and got[1]
             except Escape:
                 raise  # a file outside the corpus or sources folder: refuse the sweep before anything is written
             except EvalkitError:
@@ -440,6 +506,8 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
                     progress(records[key])
             else:
                 todo.append((task.id, mdir.name, keys))
+                if prefetching and got:
+                    asked[key] = (member, got[0])
 
     # Members outside this selection keep their record in sweep.json (a later full sweep can skip them).
     others = {k: v for k, v in on_disk.items() if k not in selected}
@@ -491,6 +559,8 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
         # Paid answers are reused, but under --force by the members this sweep folder has no record of: those a
         # stopped sweep was running (`_clear`).
         reuse = [not opts.force or f"{t}/{m}" not in on_disk for t, m, _ in todo]
+        if asked:
+            reuse = _prefetch(opts, asked, todo, member_opts, reuse)
         run_all([(_member_job, (o, r)) for o, r in zip(member_opts, reuse)], max(1, opts.workers), on_done=record,
                 scheduler=cluster)
     except KeyboardInterrupt:  # SIGINT/SIGTERM: the member workers are stopped by now

@@ -14,6 +14,7 @@ from evalkit import sweep as sweeping
 from evalkit.jsonio import read_json
 from evalkit.runner import RunOptions
 from evalkit.sweep import sweep
+from servers.fixtures import _clean_env  # noqa: F401 - fixture: no provider keys or cassette variables
 
 
 def counting(monkeypatch, module, name):
@@ -125,3 +126,80 @@ def test_finished_members_are_appended_and_a_killed_sweep_resumes_from_the_sidec
     assert {m.key: m.status for m in resumed.members} == {
         k: "current" if k in finished else "ran" for k in ["memos/m0", "memos/m1", "memos/m2", "memos/m3"]}
     assert not (tmp_path / "k" / runfolder.SWEEP_LOG).exists()
+
+
+def _truth_answer(body):
+    import re
+
+    user = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    account, rate = re.search(r"Account (ACC-\d+) pays a rate of (0\.\d+)", user).groups()
+    return {"account_id": account, "rate": float(rate)}
+
+
+def _counting_server(latency):
+    import asyncio
+
+    from servers.openai_fake import OpenAIFake
+
+    class Counting(OpenAIFake):
+        """Counts the calls in flight at once: each waits `latency` while counted."""
+
+        def __init__(self):
+            super().__init__(answer=_truth_answer)
+            self.inflight = self.peak = 0
+
+        async def _handle(self, req, server):
+            if not req.path.endswith("/chat/completions"):
+                return await super()._handle(req, server)
+            with self.lock:
+                self.inflight += 1
+                self.peak = max(self.peak, self.inflight)
+            try:
+                await asyncio.sleep(latency)
+            finally:
+                with self.lock:
+                    self.inflight -= 1
+                    self.seen_prefixes.clear()  # no prompt cache: which call came first must not matter
+            return await super()._handle(req, server)
+
+    return Counting().start()
+
+
+def _timeless(data):
+    if isinstance(data, dict):
+        return {k: _timeless(v) for k, v in data.items() if k != "latency_s"}  # the one figure no two calls share
+    return [_timeless(v) for v in data] if isinstance(data, list) else data
+
+
+def _results(out):
+    """Every member's score.json and extraction record, by path."""
+    got = {}
+    for p in sorted(out.rglob("score.json")):
+        got[p.relative_to(out).as_posix()] = _timeless(read_json(p))
+    for p in sorted(out.rglob("extraction.json")):
+        data = read_json(p)
+        got[p.relative_to(out).as_posix()] = (data.get("record"), data.get("status"), data.get("request_sha256"))
+    return got
+
+
+def test_a_sweep_keeps_max_concurrency_calls_in_flight_with_one_worker_and_the_same_results(tmp_path, monkeypatch):
+    corpus = make_corpus(tmp_path, members=6)
+    server = _counting_server(0.3)
+    try:
+        spec = f"live=openai:url={server.url}/v1,model=gpt-4o-mini,timeout=30,max_retries=0"
+        opts = RunOptions(corpus=corpus, backends=specs(spec), out=tmp_path / "sw", workers=1,
+                          max_concurrency=4, notebooks=False)
+        res = sweep(opts)
+        assert [m.status for m in res.members] == ["ran"] * 6
+        assert [o.score for o in res.outcomes] == [1.0] * 6
+        assert server.peak >= 4  # min(--max-concurrency, members), with one worker (it was at most 2)
+        assert len(server.completions()) == 6  # each paid once: the members reused what the sweep's pool wrote
+        assert [m.status for m in sweep(opts).members] == ["current"] * 6
+
+        monkeypatch.setattr(sweeping, "_prefetches", lambda opts: False)  # each member calls in its worker
+        alone = sweep(RunOptions(corpus=corpus, backends=specs(spec), out=tmp_path / "old", workers=1,
+                                 max_concurrency=4, notebooks=False))
+        assert [m.status for m in alone.members] == ["ran"] * 6
+        assert _results(tmp_path / "sw") == _results(tmp_path / "old")  # the same files either way
+    finally:
+        server.stop()
