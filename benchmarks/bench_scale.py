@@ -288,7 +288,7 @@ def curve(corpus: Path, runs: Path, points: list[int], workers: int) -> None:
     w1, c1 = rows[1][:2]
     per = {n: ((rows[n][0] - w1) / (n - 1), (rows[n][1] - c1) / (n - 1)) for n in points if n > 1}
     print(f"\n{'members':>8} {'wall s':>8} {'CPU s':>8} {'wall ms/member':>15} {'CPU ms/member':>14} "
-          f"{'peak RSS MB':>12} {'disk MB':>8} {'sweep.json MB':>14}")
+          f"{'peak RSS MB':>12} {'disk MB':>8} {SWEEP_JSON + ' MB':>14}")
     for n in points:
         wall, cpu, rss, disk, sj = rows[n]
         pw, pc = per.get(n, (float("nan"), float("nan")))
