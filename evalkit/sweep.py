@@ -9,10 +9,10 @@ A sweep folder (`evalkit.runfolder`)::
 Each member runs through the runner (`evalkit.runner.run`, with the sweep's `RunOptions`) in a worker
 process (`evalkit.workers`), N at a time (default: the CPU count); the worker executes the member's
 notebooks itself, so its kernels are its own children. The members' paid model calls are made first, in
-this process's one async pool (``--max-concurrency`` in flight, however many workers: `_prefetch`), each
-answer written to its member's folder, which the member's run then reuses: a worker only scores. A member that fails — refused by the
-integrity gate, a backend error, a crash, even its worker process dying — is recorded and the
-others carry on; the summary lists every failure and the exit code says what kind.
+one worker's async pool (``--max-concurrency`` in flight, however many workers: `_calls_job`), each
+answer written to its member's folder, which the member's run then reuses: a member's worker only
+scores. A member that fails — refused by the integrity gate, a backend error, a crash, even its worker
+process dying — is recorded and the others carry on; the summary lists every failure and the exit code says what kind.
 
 ``--no-notebooks`` runs the same pipeline without papermill (integrity gate → backends →
 extraction.json → `pipeline.score_home` → score.json, no .ipynb/.html): the same files the
@@ -290,64 +290,93 @@ def _clear(opts: RunOptions, reuse: bool) -> None:
 
 
 def _prefetches(opts: RunOptions) -> bool:
-    """Whether the sweep makes its members' paid calls in its own pool first (`_prefetch`): not on Dask,
+    """Whether the sweep makes its members' paid calls in one pool first (`_calls_job`): not on Dask,
     where the members share a call limit and budget across machines instead (`evalkit.scheduler`)."""
     return not opts.scheduler and any(_paid(spec) for spec in opts.backends)
 
 
-def _prefetch(opts: RunOptions, asked: dict[str, tuple[Any, Any]], todo: list[tuple[str, str, Any]],
-              member_opts: list[RunOptions], reuse: list[bool]) -> list[bool]:
-    """Make every member's paid calls in this process's one async pool, ``--max-concurrency`` in flight
-    whatever the worker count (a member per worker kept two in flight), each answer written to its member's
-    folder as the extraction.json its run then reuses (`runner._reusable`, as a resumed member's): the
-    workers only score. Members that have no answer here (a failed call, a key not set, a backend that
-    cannot be built) make their own calls, and fail alone. Returns the members' `_clear` reuse flags: a
-    member called here keeps what this wrote."""
+def _calls_job(opts: RunOptions, members: list[RunOptions]) -> dict[str, Any]:
+    """Worker: make the `members`' paid calls in one async pool, ``--max-concurrency`` in flight, each answer
+    written to its member's folder as the extraction.json its run then reuses (`runner._reusable`). In a
+    worker, not the sweep's process, so that a SIGKILLed sweep's calls in flight still record their answers
+    (`interrupt.finishing`) and are never paid twice; an orphan starts no new call. Never raises: a member
+    with no answer here (a failed call, a key not set) makes its own call, and fails alone."""
     from .backends.resolve import check_guards, open_backends, resolve_backends
-    from .pipeline import backend_context, extraction_record
+    from .corpus import load_tasks
+    from .interrupt import finishing
+    from .jsonio import unsynced
+    from .pipeline import backend_context, extraction_record, render_request
     from .pool import Job, run_pool
     from .pricing import PriceTable
     from .runfolder import Home
     from .runner import _reusable
+    from .sources import check_integrity, read_document
 
     try:
         resolved = [r for r in resolve_backends([s for s in opts.backends if _paid(s)]) if r.mode == "live"]
         check_guards(resolved)
-    except EvalkitError:  # each member says what is wrong, as when it calls
-        return reuse
-    if not resolved:
-        return reuse
-    index = {f"{t}/{m}": i for i, (t, m, _) in enumerate(todo)}
-    members = [member for member, _ in asked.values()]
-    try:
-        backends = open_backends(resolved, backend_context(members, opts.sources),
+        tasks = {t.id: t for t in load_tasks(opts.corpus, sorted({o.tasks[0] for o in members}))}
+        asked = []
+        for o in members:
+            member = tasks[o.tasks[0]].member(o.only[0], check_truth=False)
+            try:
+                document = read_document(check_integrity(member, opts.sources))
+            except EvalkitError:
+                continue  # its own run refuses it
+            asked.append((o, member, render_request(member.task, member, document, None,
+                                                    member.task.spec.settings.with_overrides(opts.settings))))
+        backends = open_backends(resolved, backend_context([m for _, m, _ in asked], opts.sources),
                                  PriceTable(path=opts.prices) if opts.prices else None, check=False)
-    except EvalkitError:
-        return reuse
+    except Escape:
+        raise
+    except EvalkitError as e:
+        return {"crash": str(e)}
     jobs, homes = [], {}
-    reuse = list(reuse)
-    for key, (member, request) in asked.items():
-        i = index[key]
-        _clear(member_opts[i], reuse[i])  # what the worker's own `_clear` would drop goes first
-        reuse[i] = True
-        for b in backends:
-            home = Home.of(Path(member_opts[i].out), member, b.label)
+    wrapped = [_UnlessOrphaned(b) for b in backends]
+    for o, member, request in asked:
+        for b in wrapped:
+            home = Home.of(Path(o.out), member, b.label)
             if not _reusable(home.dir, request, b.spec):
                 jobs.append(Job(b, request))
                 homes[id(jobs[-1])] = home
 
     def keep(job: Any, completion: Any) -> None:
         home = homes[id(job)]
-        runfolder.write_extraction(home.dir, extraction_record(home.member, job.backend, job.request, completion))
+        runfolder.write_extraction(home.dir, extraction_record(home.member, job.backend.inner, job.request,
+                                                               completion))
+        if id(job.request) in job.backend.sent:  # recorded: no longer a call in flight
+            job.backend.sent.discard(id(job.request))
+            _UnlessOrphaned.in_flight -= 1
 
-    try:
-        from .jsonio import unsynced
-
-        with unsynced():  # durable by the sync before the sweep's record of the member
+    with unsynced(), finishing(lambda: _UnlessOrphaned.in_flight > 0):  # durable by the sync before sweep.json
+        try:
             run_pool(jobs, opts.max_concurrency, on_done=keep)
-    except EvalkitError:  # what was answered is on disk; the members call the rest themselves
-        pass
-    return reuse
+        except EvalkitError as e:  # what was answered is on disk; the members call the rest themselves
+            return {"crash": str(e)}
+    return {}
+
+
+class _UnlessOrphaned:
+    """A backend that, once the sweep that started this worker is gone, starts no new call (it waits to be
+    stopped): only the calls already sent are waited for (`interrupt.finishing`) and recorded."""
+
+    in_flight = 0
+
+    def __init__(self, inner: Any):
+        self.inner, self.parent = inner, os.getppid()
+        self.sent: set[int] = set()  # the requests sent and not yet recorded (by id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def complete(self, request: Any) -> Any:
+        import asyncio
+
+        if os.getppid() != self.parent:
+            await asyncio.Event().wait()  # never: the worker leaves once the calls in flight are recorded
+        self.sent.add(id(request))
+        _UnlessOrphaned.in_flight += 1
+        return await self.inner.complete(request)
 
 
 def _member_job(opts: RunOptions, reuse: bool = False) -> dict[str, Any]:
@@ -480,7 +509,7 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
             raise CorpusError(f"no member {', '.join(map(repr, unknown))} in the selected tasks")
     todo: list[tuple[str, str, dict[str, Any] | None]] = []
     prefetching = _prefetches(opts)
-    asked: dict[str, tuple[Any, Any]] = {}  # member key → (member, request): what the parent's pool calls
+    asked: set[str] = set()  # the members whose paid calls the calls job makes (`_calls_job`)
     records: dict[str, MemberResult] = {}
     selected: set[str] = set()
     for task in tasks:
@@ -507,7 +536,7 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
             else:
                 todo.append((task.id, mdir.name, keys))
                 if prefetching and got:
-                    asked[key] = (member, got[0])
+                    asked.add(key)
 
     # Members outside this selection keep their record in sweep.json (a later full sweep can skip them).
     others = {k: v for k, v in on_disk.items() if k not in selected}
@@ -559,10 +588,17 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
         # Paid answers are reused, but under --force by the members this sweep folder has no record of: those a
         # stopped sweep was running (`_clear`).
         reuse = [not opts.force or f"{t}/{m}" not in on_disk for t, m, _ in todo]
-        if asked:
-            reuse = _prefetch(opts, asked, todo, member_opts, reuse)
-        run_all([(_member_job, (o, r)) for o, r in zip(member_opts, reuse)], max(1, opts.workers), on_done=record,
-                scheduler=cluster)
+        calls: list[Any] = []
+        if asked:  # the paid calls first, all in one worker's pool; the members then reuse their answers
+            called = [o for o, (t, m, _) in zip(member_opts, todo) if f"{t}/{m}" in asked]
+            for i, (t, m, _) in enumerate(todo):
+                if f"{t}/{m}" in asked:
+                    _clear(member_opts[i], reuse[i])  # what the member's own `_clear` would drop, before the calls
+                    reuse[i] = True
+            calls = [(_calls_job, (member_opts[0], called))]
+        run_all(calls + [(_member_job, (o, r)) for o, r in zip(member_opts, reuse)], max(1, opts.workers),
+                on_done=lambda i, raw: record(i - len(calls), raw) if i >= len(calls) else None,
+                after=[set()] * len(calls) + [set(range(len(calls)))] * len(member_opts), scheduler=cluster)
     except KeyboardInterrupt:  # SIGINT/SIGTERM: the member workers are stopped by now
         from .interrupt import signals_blocked
         from .jsonio import remove_partials
