@@ -11,6 +11,12 @@ FRESH Python process, and times that whole process from spawn to exit
     ratio = ideal / actual whole-process wall time      (target ≥ 0.8)
 
 Usage:  python benchmarks/bench_concurrency.py [--n 200] [--latency 0.2] [--concurrency 16] [--repeat 3]
+
+``--sweep``: the same calls made by ``evalkit sweep --no-notebooks --workers W`` on an N-member corpus
+(a fresh ``evalkit`` process each time), against the fake server running in this process, which notes when
+each call arrives and is answered. A sweep also spawns workers and scores every member, so its figure is
+the *call phase's*: ideal / (last answer − first arrival), beside the same window for the SDK alone
+(``--baseline``), and the whole process's wall for reference.
 """
 
 from __future__ import annotations
@@ -98,6 +104,80 @@ def run_once(url: str, n: int, concurrency: int, code: str = CHILD) -> tuple[flo
     return wall, json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _window_server(latency: float):
+    """The fake OpenAI server in this process, noting each call's arrival and answer (perf_counter)."""
+    import asyncio
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from servers.openai_fake import OpenAIFake
+
+    class Timed(OpenAIFake):
+        def __init__(self) -> None:
+            super().__init__()
+            self.spans: list[tuple[float, float]] = []
+
+        async def _handle(self, req, server):
+            t0 = time.perf_counter()
+            await asyncio.sleep(latency)
+            try:
+                return await super()._handle(req, server)
+            finally:
+                with self.lock:
+                    self.spans.append((t0, time.perf_counter()))
+
+    return Timed().start()
+
+
+def _window(server) -> float:
+    with server.lock:
+        spans, server.spans = server.spans, []
+    return max(b for _, b in spans) - min(a for a, _ in spans)
+
+
+def sweep_bench(args) -> None:
+    import tempfile
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from corpus_factory import make_corpus
+
+    ideal = args.n * args.latency / args.concurrency
+    server = _window_server(args.latency)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EVALKIT_") and not k.startswith("OPENAI_")}
+    rows: dict[str, list[tuple[float, float]]] = {"sweep": [], "sdk": []}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            corpus = make_corpus(Path(tmp), members=args.n)
+            for i in range(args.repeat):
+                t0 = time.perf_counter()
+                out = subprocess.run([sys.executable, "-m", "evalkit.cli", "sweep", "--corpus", str(corpus),
+                                      "--out", f"{tmp}/sw{i}", "--no-notebooks", "--workers", str(args.workers),
+                                      "--max-concurrency", str(args.concurrency), "--backend",
+                                      f"bench=openai:url={server.url}/v1,model=bench-model"],
+                                     capture_output=True, text=True, env=env, cwd=tmp, timeout=1800)  # PYTHONPATH picks evalkit
+                wall = time.perf_counter() - t0
+                if out.returncode not in (0,):
+                    raise SystemExit(f"sweep failed ({out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+                rows["sweep"].append((_window(server), wall))
+                print(f"run {i + 1}: sweep   call phase {rows['sweep'][-1][0]:.3f} s  ratio "
+                      f"{ideal / rows['sweep'][-1][0]:.3f}  (whole process {wall:.1f} s)", flush=True)
+                if args.baseline:
+                    wall, _ = run_once(server.url, args.n, args.concurrency, SDK_ALONE)
+                    rows["sdk"].append((_window(server), wall))
+                    print(f"run {i + 1}: SDK alone call phase {rows['sdk'][-1][0]:.3f} s  ratio "
+                          f"{ideal / rows['sdk'][-1][0]:.3f}", flush=True)
+    finally:
+        server.stop()
+    med = statistics.median(w for w, _ in rows["sweep"])
+    print(f"N={args.n} latency={args.latency}s concurrency={args.concurrency} workers={args.workers} "
+          f"ideal={ideal:.3f}s cpus={os.cpu_count()} load1={os.getloadavg()[0]:.2f}")
+    print(f"sweep call phase: median {med:.3f} s → efficiency {ideal / med:.3f} (target ≥ 0.7); whole process "
+          f"median {statistics.median(w for _, w in rows['sweep']):.1f} s")
+    if rows["sdk"]:
+        bm = statistics.median(w for w, _ in rows["sdk"])
+        print(f"openai SDK alone call phase: median {bm:.3f} s → efficiency {ideal / bm:.3f}; "
+              f"sweep/SDK-alone: {med / bm:.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=200)
@@ -106,7 +186,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--baseline", action="store_true",
                     help="also time the openai SDK alone (no evalkit) in the same conditions, alternating runs")
+    ap.add_argument("--sweep", action="store_true", help="time `evalkit sweep`'s call phase instead (see above)")
+    ap.add_argument("--workers", type=int, default=2, help="--sweep: the sweep's worker processes")
     args = ap.parse_args()
+    if args.sweep:
+        return sweep_bench(args)
     ideal = args.n * args.latency / args.concurrency
     server, url = start_server(args.latency)
     try:

@@ -24,6 +24,12 @@ every member passes):
   (log written). Inspect runs in its own venv, ``.venv-inspect`` at the checkout's top (created with
   ``inspect-ai`` on first use; ``--inspect-python`` uses another; never an evalkit dependency).
 
+``--curve 100,1000,10000``: instead, the sweep's scaling curve: ``evalkit sweep --no-notebooks --backend
+fake`` on the first N members of one corpus for each N (and on 1, the start-up), each a fresh process: wall and
+CPU per member after start-up, the process tree's peak RSS, the sweep folder's disk use and sweep.json's
+size, and the ratios between consecutive points (issue 27's bar: CPU per member at 10,000 within 1.2× of its
+value at 1,000).
+
 Each mode runs once on one member and once on all of its members; "after start-up" divides the
 difference by the members added, so imports, a pool's or kernel's start and the run folder's
 write-up drop out. CPU-s is the user + system time of the process and its waited-for children
@@ -247,6 +253,53 @@ def run_all(modes: list[Mode], runs: Path, repeat: int) -> None:
                 print(f"{sample[0]:.1f} s wall", flush=True)
 
 
+def measured(command: list[str], env: dict, log: Path) -> tuple[float, float, int]:
+    """(wall s, CPU s, peak RSS KiB) of one process and its waited-for descendants (`os.wait4`)."""
+    with open(log, "w") as f:
+        t = time.perf_counter()
+        proc = subprocess.Popen(command, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(command)} exited {proc.returncode}:\n{log.read_text()[-3000:]}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+
+
+def _disk(folder: Path) -> int:
+    return sum(p.lstat().st_blocks * 512 for p in folder.rglob("*"))
+
+
+def curve(corpus: Path, runs: Path, points: list[int], workers: int) -> None:
+    from evalkit.runfolder import SWEEP_JSON
+
+    env = _env()
+    base = [sys.executable, "-m", "evalkit.cli", "sweep", "--corpus", str(corpus), "--backend", "fake",
+            "--workers", str(workers), "--no-notebooks"]
+    rows = {}
+    runs.mkdir(parents=True, exist_ok=True)
+    for n in [1, *points]:
+        out = runs / f"curve-{n}"
+        print(f"  sweep --no-notebooks: {n:,} member(s) ...", end=" ", flush=True)
+        wall, cpu, rss = measured(base + ["--limit", str(n), "--out", str(out)], env, runs / f"curve-{n}.log")
+        _check_members(out, n)
+        rows[n] = (wall, cpu, rss, _disk(out), (out / SWEEP_JSON).stat().st_size)
+        print(f"{wall:.1f} s wall, {cpu:.1f} s CPU, load {os.getloadavg()[0]:.1f}", flush=True)
+    w1, c1 = rows[1][:2]
+    per = {n: ((rows[n][0] - w1) / (n - 1), (rows[n][1] - c1) / (n - 1)) for n in points if n > 1}
+    print(f"\n{'members':>8} {'wall s':>8} {'CPU s':>8} {'wall ms/member':>15} {'CPU ms/member':>14} "
+          f"{'peak RSS MB':>12} {'disk MB':>8} {SWEEP_JSON + ' MB':>14}")
+    for n in points:
+        wall, cpu, rss, disk, sj = rows[n]
+        pw, pc = per.get(n, (float("nan"), float("nan")))
+        print(f"{n:>8,} {wall:>8.1f} {cpu:>8.1f} {pw * 1000:>15.1f} {pc * 1000:>14.1f} {rss / 1024:>12.1f} "
+              f"{disk / 1e6:>8.1f} {sj / 1e6:>14.2f}")
+    ordered = [n for n in points if n in per]
+    for a, b in zip(ordered, ordered[1:]):
+        print(f"{b:,} vs {a:,} members, per member (after start-up): wall {per[b][0] / per[a][0]:.2f}×, "
+              f"CPU {per[b][1] / per[a][1]:.2f}× (bar: CPU ≤ 1.2×)")
+
+
 def _check_members(out: Path, n: int) -> None:
     """Every member ran: the sweep's record of its members, or the run's."""
     from evalkit.runfolder import read_run_json, read_sweep_json
@@ -413,12 +466,17 @@ def main() -> None:
     ap.add_argument("--inspect-python", metavar="PYTHON", help="an interpreter with inspect-ai (default: "
                     ".venv-inspect, created on first use)")
     ap.add_argument("--markdown", action="store_true", help="also print the block for README.md's benchmarks")
+    ap.add_argument("--curve", metavar="N,N,...", help="the sweep's scaling curve at these member counts instead "
+                    "(e.g. 100,1000,10000; see above)")
     ap.add_argument("--inspect-child", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--log-dir", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.inspect_child:
         inspect_child(args.inspect_child, args.members, args.log_dir)
         return
+    if args.curve:
+        points = sorted({int(x) for x in args.curve.split(",")})
+        args.members = max(points)
     if args.members < 2 or args.notebook_members < 2:
         sys.exit("--members and --notebook-members must be at least 2 (start-up is a 1-member run)")
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
@@ -432,6 +490,9 @@ def main() -> None:
         loads = [f"{os.getloadavg()[0]:.1f}"]
         print(f"synthetic corpus: {args.members:,} deal memos (seed {args.seed}) built in {corpus_s:.1f} s at {corpus}; "
               f"{os.cpu_count()} cores, load average {loads[0]}")
+        if args.curve:
+            curve(corpus, runs, points, args.workers)
+            return
         modes = evalkit_modes(corpus, runs, args)
         inspect = None if args.skip_inspect else inspect_mode(corpus, runs, args)
         run_all(modes + ([inspect] if inspect else []), runs, args.repeat)

@@ -18,7 +18,9 @@
                                          score.json (scored in-process); sample 0 is the folder's own
                                          files, so a run without --samples (K = 1) writes exactly what it did
 
-A sweep folder holds ``sweep.json`` and one run folder per member, ``members/<task>/<member>/``.
+A sweep folder holds ``sweep.json`` and one run folder per member, ``members/<task>/<member>/``; while a
+sweep runs, ``sweep.members.jsonl`` beside sweep.json records each member it finished (one line each,
+appended), and the sweep's last sweep.json takes them in and removes it (`read_sweep_json` reads both).
 
 The backend's folder is its label's safe form (`backends.label_folder`: ``org/model`` → ``org__model``);
 extraction.json and score.json record the label itself, and readers take it from there
@@ -29,6 +31,7 @@ inputs give the same bytes. `scan` is the one way to find the results a folder h
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shlex
 import socket
@@ -41,19 +44,19 @@ from typing import Any, Callable, Iterator, Mapping
 from .backends import folder_label, label_folder
 from .errors import CorpusError, UsageError
 from .interrupt import on_stop
-from .jsonio import canonical_sha, read_json, write_json
+from .jsonio import DISK_ERRNOS, canonical_sha, disk_full, line, read_json, write_json
 from .paths import check_name
 from .redact import command
 from .status import NOTEBOOK_FAILED, SCORED, Failed, failure_of, status_of
 
 __all__ = [
     "RUN_JSON", "SUMMARY_JSON", "JUDGE_JSON", "INDEX", "LOCK", "LOCK_HOLDER", "UNFINISHED", "REPORT", "COMPARE", "DIFF", "PAIRWISE",
-    "EXTRACTION", "SCORE", "JUDGMENTS", "EXTRACT_NB", "SCORE_NB", "SWEEP_JSON", "NOTEBOOKS", "FILES", "page",
+    "EXTRACTION", "SCORE", "JUDGMENTS", "EXTRACT_NB", "SCORE_NB", "SWEEP_JSON", "SWEEP_LOG", "NOTEBOOKS", "FILES", "page",
     "task_dir", "member_dir", "sweep_member_dir", "sweep_of", "Home", "read_extraction", "write_extraction", "read_score",
     "write_score", "read_judgments", "write_judgments", "clear_judgments", "read_pairwise", "write_pairwise",
     "clear_pairwise", "write_judge_json", "read_run_json", "write_run_json", "merge_run_json", "read_summary", "write_summary", "read_sweep_json",
-    "write_sweep_json", "is_unfinished", "mark_unfinished", "mark_finished", "RunLocked", "hold", "Scored", "scan",
-    "task_results", "BATCHES", "read_batches", "write_batches", "clear_batches", "SAMPLES", "sample_dir",
+    "write_sweep_json", "append_sweep_members", "is_unfinished", "mark_unfinished", "mark_finished", "RunLocked", "hold",
+    "Scored", "scan", "task_results", "BATCHES", "read_batches", "write_batches", "clear_batches", "SAMPLES", "sample_dir",
     "sample_base", "sample_dirs", "read_sample_scores", "clear_samples",
 ]
 
@@ -74,12 +77,13 @@ JUDGMENTS = "judgments.json"
 EXTRACT_NB = "extract.ipynb"
 SCORE_NB = "score.ipynb"
 SWEEP_JSON = "sweep.json"
+SWEEP_LOG = "sweep.members.jsonl"  # members a sweep finished since sweep.json was last written whole, a line each
 SWEEP_MEMBERS = "members"
 SAMPLES = "samples"  # --samples K: <home>/samples/<i>/ holds sample i > 0 (sample 0 is <home> itself)
 BATCHES = ".evalkit.batches.json"  # --batch: the provider batches a run submitted, so a resumed run polls them
 NOTEBOOKS = (EXTRACT_NB, SCORE_NB, REPORT, COMPARE, DIFF)  # each also the name of its template in notebooks/
 FILES = (RUN_JSON, SUMMARY_JSON, JUDGE_JSON, INDEX, LOCK, LOCK_HOLDER, UNFINISHED, PAIRWISE, EXTRACTION, SCORE,
-         JUDGMENTS, SWEEP_JSON, BATCHES, *NOTEBOOKS)
+         JUDGMENTS, SWEEP_JSON, SWEEP_LOG, BATCHES, *NOTEBOOKS)
 
 
 def page(notebook: str | Path) -> Path:
@@ -299,16 +303,59 @@ def write_summary(run_dir: str | Path, summary: Mapping[str, Any]) -> None:
 
 
 def read_sweep_json(sweep_dir: str | Path) -> dict[str, Any]:
-    """sweep.json ({} when absent or unreadable: the sweep starts afresh)."""
+    """sweep.json with the member records its sidecar (`SWEEP_LOG`) adds, the later line of a member winning
+    ({} when neither is there or readable: the sweep starts afresh). O(members): each file is read once."""
     try:
         data = read_json(Path(sweep_dir) / SWEEP_JSON)
     except CorpusError:
+        data = {}
+    data = data if isinstance(data, dict) else {}
+    logged = _read_sweep_log(Path(sweep_dir) / SWEEP_LOG)
+    if logged:
+        data["members"] = {**(data.get("members") or {}), **logged}
+    return data
+
+
+def _read_sweep_log(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
         return {}
-    return data if isinstance(data, dict) else {}
+    members: dict[str, Any] = {}
+    for raw in text.splitlines():
+        try:
+            entry = json.loads(raw)
+        except ValueError:  # the line a killed sweep was writing: that member runs again
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("key"), str) and isinstance(entry.get("member"), dict):
+            members[entry["key"]] = entry["member"]
+    return members
+
+
+def append_sweep_members(sweep_dir: str | Path, members: Mapping[str, Any]) -> None:
+    """Record finished members in sweep.json's sidecar: one JSONL line each, appended and fsynced, so a
+    save costs what it adds, not the whole sweep (`read_sweep_json` applies them; `write_sweep_json`
+    compacts them away)."""
+    if not members:
+        return
+    path = Path(sweep_dir) / SWEEP_LOG
+    text = "".join(line({"key": k, "member": v}, path) for k, v in members.items())
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as e:
+        if e.errno in DISK_ERRNOS:
+            raise disk_full(e, path) from None
+        raise
 
 
 def write_sweep_json(sweep_dir: str | Path, sweep: Mapping[str, Any]) -> None:
+    """sweep.json whole; its sidecar, which it now holds, is removed (a crash between the two leaves lines
+    that say again what sweep.json says)."""
     write_json(Path(sweep_dir) / SWEEP_JSON, sweep)
+    (Path(sweep_dir) / SWEEP_LOG).unlink(missing_ok=True)
 
 
 def is_unfinished(run_dir: str | Path) -> bool:

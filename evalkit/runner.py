@@ -65,7 +65,7 @@ class RunOptions:
     out: Path | None = None  # the run (or sweep) folder
     threshold: float | None = None
     workers: int = max(1, os.cpu_count() or 1)  # worker processes: a run's notebooks, a sweep's members
-    max_concurrency: int = 8  # backend calls in flight (a sweep: per member)
+    max_concurrency: int = 8  # backend calls in flight (a sweep: its paid calls, across all members)
     html: bool = True  # render the notebooks' HTML pages and index.html
     notebooks: bool = True  # False: score in-process (no papermill, no HTML) — `--no-notebooks`
     kernels: str = "warm"  # --kernels warm|cold: a notebook worker's one kernel, or one per notebook (evalkit.kernels)

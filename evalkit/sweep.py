@@ -8,9 +8,11 @@ A sweep folder (`evalkit.runfolder`)::
 
 Each member runs through the runner (`evalkit.runner.run`, with the sweep's `RunOptions`) in a worker
 process (`evalkit.workers`), N at a time (default: the CPU count); the worker executes the member's
-notebooks itself, so its kernels are its own children. A member that fails — refused by the
-integrity gate, a backend error, a crash, even its worker process dying — is recorded and the
-others carry on; the summary lists every failure and the exit code says what kind.
+notebooks itself, so its kernels are its own children. The members' paid model calls are made first, in
+one worker's async pool (``--max-concurrency`` in flight, however many workers: `_calls_job`), each
+answer written to its member's folder, which the member's run then reuses: a member's worker only
+scores. A member that fails — refused by the integrity gate, a backend error, a crash, even its worker
+process dying — is recorded and the others carry on; the summary lists every failure and the exit code says what kind.
 
 ``--no-notebooks`` runs the same pipeline without papermill (integrity gate → backends →
 extraction.json → `pipeline.score_home` → score.json, no .ipynb/.html): the same files the
@@ -28,7 +30,8 @@ whose source fails its integrity check is never current: it is re-run, and refus
 A sweep holds its folder (`runfolder.hold`): a second sweep into it is refused while the first
 lives. SIGINT/SIGTERM stop the member workers (and their notebook workers and kernels) at once;
 sweep.json keeps every member that finished, so the same command finishes the rest (after a SIGKILL, all but
-those of the last `SAVE_EVERY_S` seconds, which it runs again). A SIGKILLed sweep's workers leave by themselves
+those of the last `SAVE_EVERY_S` seconds, which it runs again: the others are in sweep.json's sidecar,
+`runfolder.SWEEP_LOG`, appended as members finish). A SIGKILLed sweep's workers leave by themselves
 within about two seconds, kernels included (`interrupt.watch_parent`), once a call in flight has recorded its
 answer; a member run again reuses each paid answer (a live model's) its folder holds for the same request and
 backend spec (`_clear`; under ``--force`` only in members sweep.json has no record of), so none is paid twice.
@@ -60,8 +63,9 @@ from .workers import WorkerDied, run_all
 __all__ = ["MemberResult", "SweepResult", "sweep", "currency_keys", "default_sweep_dir"]
 
 SCHEMA_VERSION = 1
-# sweep.json is rewritten whole (1.3 MB at 1,000 members): after every member that was quadratic in the
-# members; at most this often while they finish, at the end, and when the sweep is stopped.
+# Finished members are appended to sweep.json's sidecar (`runfolder.SWEEP_LOG`) at most this often (one sync
+# each time, not one a member), and sweep.json is written whole only at the start and the end of a sweep, or
+# when it is stopped: rewriting it as members finish was quadratic in the members (12.9 MB at 10,000).
 SAVE_EVERY_S = 2.0
 
 
@@ -88,15 +92,61 @@ def _fingerprint(path: Path) -> str | None:
     return None
 
 
-def _backend_inputs(spec: BackendSpec) -> dict[str, str]:
-    return {k: fp for k, path in spec.files().items() if (fp := _fingerprint(path))}
+def _stat_of(path: Path) -> list[int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
-def currency_keys(member: Any, backends: list[BackendSpec], sources: Path | None, threshold: float | None,
-                  notebooks: bool, settings: dict[str, Any] | None = None,
-                  samples: int = 1) -> dict[str, dict[str, Any]] | None:
-    """Per backend label, what that member × backend's outputs depend on (see module docstring);
-    None if it cannot be known. The member's own inputs are read and hashed once for all backends."""
+class Fingerprints:
+    """A sweep's backend inputs, each fingerprinted once per sweep, not once per member: a file or folder
+    by path, memoized; a file's sha256 is also kept across sweeps (sweep.json's ``fingerprints``) and
+    reused while its (size, mtime_ns, inode) stay the same, so a 600 MB cassette is hashed once, not on
+    every sweep. A ``predictions:`` folder gives each member its own file's size and mtime instead: one
+    stat a member, whatever else the folder holds."""
+
+    def __init__(self, known: dict[str, Any] | None = None):
+        self.known = known if isinstance(known, dict) else {}
+        self.used: dict[str, Any] = {}  # what the next sweep.json keeps: the files this sweep fingerprinted
+        self._memo: dict[str, str | None] = {}
+
+    def path(self, path: Path) -> str | None:
+        key = os.path.abspath(path)
+        if key not in self._memo:
+            self._memo[key] = self._file(key, path) if path.is_file() else _fingerprint(path)
+        return self._memo[key]
+
+    def _file(self, key: str, path: Path) -> str | None:
+        stat, prev = _stat_of(path), self.known.get(key)
+        if isinstance(prev, dict) and prev.get("stat") == stat and isinstance(prev.get("sha256"), str):
+            sha = prev["sha256"]
+        else:
+            sha = _fingerprint(path)
+        if sha is not None:
+            self.used[key] = {"stat": stat, "sha256": sha}
+        return sha
+
+    def backend_inputs(self, spec: BackendSpec, member_id: str) -> dict[str, str]:
+        from .backends.predictions import PROVIDER as PREDICTIONS, prediction_file
+
+        out = {}
+        for k, path in spec.files().items():
+            if spec.kind == PREDICTIONS.kind and path.is_dir():  # the one file this member's answer is read from
+                stat = _stat_of(prediction_file(path, member_id))
+                fp = "absent" if stat is None else f"{stat[0]}:{stat[1]}"
+            else:
+                fp = self.path(path)
+            if fp:
+                out[k] = fp
+        return out
+
+
+def _member_inputs(member: Any, backends: list[BackendSpec], sources: Path | None, threshold: float | None,
+                   notebooks: bool, settings: dict[str, Any] | None, prints: Fingerprints, samples: int = 1
+                   ) -> tuple[Any, dict[str, dict[str, Any]]] | None:
+    """The member's request and its currency keys (see `currency_keys`); None if they cannot be known."""
     from .pipeline import render_request, request_sha
     from .scoreboard import truth_sha256
     from .sources import check_integrity, read_document, sha256_file
@@ -119,8 +169,19 @@ def currency_keys(member: Any, backends: list[BackendSpec], sources: Path | None
         "evalkit_version": __version__,
         **({"samples": samples} if samples > 1 else {}),  # --samples K (K = 1: the key as before samples)
     }
-    return {spec.label: {**common, "backend": str(spec.redacted()), "backend_inputs": _backend_inputs(spec)}
-            for spec in backends}
+    return request, {spec.label: {**common, "backend": str(spec.redacted()),
+                                  "backend_inputs": prints.backend_inputs(spec, member.id)}
+                     for spec in backends}
+
+
+def currency_keys(member: Any, backends: list[BackendSpec], sources: Path | None, threshold: float | None,
+                  notebooks: bool, settings: dict[str, Any] | None = None,
+                  prints: Fingerprints | None = None, samples: int = 1) -> dict[str, dict[str, Any]] | None:
+    """Per backend label, what that member × backend's outputs depend on (see module docstring);
+    None if it cannot be known. The member's own inputs are read and hashed once for all backends; the
+    backends' own inputs once per `prints` (one a sweep)."""
+    got = _member_inputs(member, backends, sources, threshold, notebooks, settings, prints or Fingerprints(), samples)
+    return None if got is None else got[1]
 
 
 # --------------------------------------------------------------------------- the sweep
@@ -229,6 +290,96 @@ def _clear(opts: RunOptions, reuse: bool) -> None:
             p.unlink()
 
 
+def _prefetches(opts: RunOptions) -> bool:
+    """Whether the sweep makes its members' paid calls in one pool first (`_calls_job`): not on Dask,
+    where the members share a call limit and budget across machines instead (`evalkit.scheduler`)."""
+    return not opts.scheduler and any(_paid(spec) for spec in opts.backends)
+
+
+def _calls_job(opts: RunOptions, members: list[RunOptions]) -> dict[str, Any]:
+    """Worker: make the `members`' paid calls in one async pool, ``--max-concurrency`` in flight, each answer
+    written to its member's folder as the extraction.json its run then reuses (`runner._reusable`). In a
+    worker, not the sweep's process, so that a SIGKILLed sweep's calls in flight still record their answers
+    (`interrupt.finishing`) and are never paid twice; an orphan starts no new call. Never raises: a member
+    with no answer here (a failed call, a key not set) makes its own call, and fails alone."""
+    from .backends.resolve import check_guards, open_backends, resolve_backends
+    from .corpus import load_tasks
+    from .interrupt import finishing
+    from .jsonio import unsynced
+    from .pipeline import backend_context, extraction_record, render_request
+    from .pool import Job, run_pool
+    from .pricing import PriceTable
+    from .runfolder import Home
+    from .runner import _reusable
+    from .sources import check_integrity, read_document
+
+    try:
+        resolved = [r for r in resolve_backends([s for s in opts.backends if _paid(s)]) if r.mode == "live"]
+        check_guards(resolved)
+        tasks = {t.id: t for t in load_tasks(opts.corpus, sorted({o.tasks[0] for o in members}))}
+        asked = []
+        for o in members:
+            member = tasks[o.tasks[0]].member(o.only[0], check_truth=False)
+            try:
+                document = read_document(check_integrity(member, opts.sources))
+            except EvalkitError:
+                continue  # its own run refuses it
+            asked.append((o, member, render_request(member.task, member, document, None,
+                                                    member.task.spec.settings.with_overrides(opts.settings))))
+        backends = open_backends(resolved, backend_context([m for _, m, _ in asked], opts.sources),
+                                 PriceTable(path=opts.prices) if opts.prices else None, check=False)
+    except Escape:
+        raise
+    except EvalkitError as e:
+        return {"crash": str(e)}
+    jobs, homes = [], {}
+    wrapped = [_UnlessOrphaned(b) for b in backends]
+    for o, member, request in asked:
+        for b in wrapped:
+            home = Home.of(Path(o.out), member, b.label)
+            if not _reusable(home.dir, request, b.spec):
+                jobs.append(Job(b, request))
+                homes[id(jobs[-1])] = home
+
+    def keep(job: Any, completion: Any) -> None:
+        home = homes[id(job)]
+        runfolder.write_extraction(home.dir, extraction_record(home.member, job.backend.inner, job.request,
+                                                               completion))
+        if id(job.request) in job.backend.sent:  # recorded: no longer a call in flight
+            job.backend.sent.discard(id(job.request))
+            _UnlessOrphaned.in_flight -= 1
+
+    with unsynced(), finishing(lambda: _UnlessOrphaned.in_flight > 0):  # durable by the sync before sweep.json
+        try:
+            run_pool(jobs, opts.max_concurrency, on_done=keep)
+        except EvalkitError as e:  # what was answered is on disk; the members call the rest themselves
+            return {"crash": str(e)}
+    return {}
+
+
+class _UnlessOrphaned:
+    """A backend that, once the sweep that started this worker is gone, starts no new call (it waits to be
+    stopped): only the calls already sent are waited for (`interrupt.finishing`) and recorded."""
+
+    in_flight = 0
+
+    def __init__(self, inner: Any):
+        self.inner, self.parent = inner, os.getppid()
+        self.sent: set[int] = set()  # the requests sent and not yet recorded (by id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def complete(self, request: Any) -> Any:
+        import asyncio
+
+        if os.getppid() != self.parent:
+            await asyncio.Event().wait()  # never: the worker leaves once the calls in flight are recorded
+        self.sent.add(id(request))
+        _UnlessOrphaned.in_flight += 1
+        return await self.inner.complete(request)
+
+
 def _member_job(opts: RunOptions, reuse: bool = False) -> dict[str, Any]:
     """Worker: run one member (`opts` selects it) into its own run folder, afresh but for the paid answers
     `_clear` keeps. Never raises. Orphaned (the sweep killed), the worker first lets a call in flight record
@@ -269,13 +420,16 @@ def _is_current(prev: dict[str, Any] | None, keys: dict[str, Any] | None, sweep_
                for o in outs)
 
 
+def _member_json(r: MemberResult) -> dict[str, Any]:
+    return {"status": r.status, "message": r.message, "run_dir": r.run_dir, "keys": r.keys,
+            "exit_code": r.exit_code, "outcomes": [asdict(o) for o in r.outcomes]}
+
+
 def _write_sweep_json(sweep_dir: Path, opts: RunOptions, records: dict[str, MemberResult],
-                      others: dict[str, Any] | None = None) -> None:
+                      others: dict[str, Any] | None = None, prints: Fingerprints | None = None) -> None:
     os.sync()  # the members' own files, written unsynced (`_member_job`), are durable before this records them
     members = dict(others or {})
-    members.update({k: {"status": r.status, "message": r.message, "run_dir": r.run_dir, "keys": r.keys,
-                        "exit_code": r.exit_code, "outcomes": [asdict(o) for o in r.outcomes]}
-                    for k, r in records.items()})
+    members.update({k: _member_json(r) for k, r in records.items()})
     runfolder.write_sweep_json(sweep_dir, {
         "schema_version": SCHEMA_VERSION,
         "evalkit_version": __version__,
@@ -290,8 +444,16 @@ def _write_sweep_json(sweep_dir: Path, opts: RunOptions, records: dict[str, Memb
         "settings": dict(sorted(opts.settings.items())),
         **({"samples": opts.samples} if opts.samples > 1 else {}),
         "notebooks": opts.notebooks,
+        **({"fingerprints": dict(sorted(prints.used.items()))} if prints and prints.used else {}),
         "members": {k: members[k] for k in sorted(members)},
     })
+
+
+def _append_members(sweep_dir: Path, records: dict[str, MemberResult]) -> None:
+    """The members finished since the last save, appended to sweep.json's sidecar (O(members added))."""
+    if records:
+        os.sync()  # as `_write_sweep_json`: what the lines record is on disk first
+        runfolder.append_sweep_members(sweep_dir, {k: _member_json(r) for k, r in records.items()})
 
 
 def _refuse_run_only(opts: RunOptions) -> None:
@@ -335,8 +497,10 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
         raise EvalkitError("sweep: give at least one --backend NAME=SPEC")
     tasks = load_tasks(opts.corpus, opts.tasks)
     sweep_dir = Path(opts.out or default_sweep_dir(labels))
-    on_disk = runfolder.read_sweep_json(sweep_dir).get("members") or {}
+    stored = runfolder.read_sweep_json(sweep_dir)
+    on_disk = stored.get("members") or {}
     previous = {} if opts.force else on_disk
+    prints = Fingerprints(stored.get("fingerprints"))
 
     if opts.only:
         for o in opts.only:
@@ -346,6 +510,8 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
         if unknown:
             raise CorpusError(f"no member {', '.join(map(repr, unknown))} in the selected tasks")
     todo: list[tuple[str, str, dict[str, Any] | None]] = []
+    prefetching = _prefetches(opts)
+    asked: set[str] = set()  # the members whose paid calls the calls job makes (`_calls_job`)
     records: dict[str, MemberResult] = {}
     selected: set[str] = set()
     for task in tasks:
@@ -356,8 +522,9 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
             selected.add(key)
             try:
                 member = task.member(mdir.name, check_truth=False)  # its worker validates the truth
-                keys = currency_keys(member, opts.backends, opts.sources, opts.threshold, opts.notebooks,
-                                     opts.settings, opts.samples)
+                got = _member_inputs(member, opts.backends, opts.sources, opts.threshold, opts.notebooks,
+                                     opts.settings, prints, opts.samples)
+                keys = got and got[1]
             except Escape:
                 raise  # a file outside the corpus or sources folder: refuse the sweep before anything is written
             except EvalkitError:
@@ -370,6 +537,8 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
                     progress(records[key])
             else:
                 todo.append((task.id, mdir.name, keys))
+                if prefetching and got:
+                    asked.add(key)
 
     # Members outside this selection keep their record in sweep.json (a later full sweep can skip them).
     others = {k: v for k, v in on_disk.items() if k not in selected}
@@ -387,7 +556,7 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
                            in_sweep=True)
                    for (t, m, _), out in zip(todo, outs)]
 
-    saved = [time.monotonic()]
+    saved, unsaved = [time.monotonic()], {}
 
     def record(i: int, raw: Any) -> None:
         task_id, member_id, keys = todo[i]
@@ -401,9 +570,10 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
                                exit_code=raw.get("exit_code", EXIT_BACKEND))
         else:
             res = MemberResult(task_id, member_id, "ran", [_outcome(o) for o in raw["outcomes"]], run_dir=rel, keys=keys)
-        records[f"{task_id}/{member_id}"] = res
+        records[res.key] = unsaved[res.key] = res
         if time.monotonic() - saved[0] >= SAVE_EVERY_S:  # a killed sweep keeps its progress (but the last seconds)
-            _write_sweep_json(sweep_dir, opts, records, others)
+            _append_members(sweep_dir, unsaved)
+            unsaved.clear()
             saved[0] = time.monotonic()
         if progress:
             progress(res)
@@ -415,25 +585,35 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
         cluster = held.enter_context(connect(opts.scheduler))
         held.callback(forget, cluster, shared)
     held.enter_context(runfolder.hold(sweep_dir))
+    _write_sweep_json(sweep_dir, opts, records, others, prints)  # the members' lines are appended to this one
     try:
         # Paid answers are reused, but under --force by the members this sweep folder has no record of: those a
         # stopped sweep was running (`_clear`).
         reuse = [not opts.force or f"{t}/{m}" not in on_disk for t, m, _ in todo]
-        run_all([(_member_job, (o, r)) for o, r in zip(member_opts, reuse)], max(1, opts.workers), on_done=record,
-                scheduler=cluster)
+        calls: list[Any] = []
+        if asked:  # the paid calls first, all in one worker's pool; the members then reuse their answers
+            called = [o for o, (t, m, _) in zip(member_opts, todo) if f"{t}/{m}" in asked]
+            for i, (t, m, _) in enumerate(todo):
+                if f"{t}/{m}" in asked:
+                    _clear(member_opts[i], reuse[i])  # what the member's own `_clear` would drop, before the calls
+                    reuse[i] = True
+            calls = [(_calls_job, (member_opts[0], called))]
+        run_all(calls + [(_member_job, (o, r)) for o, r in zip(member_opts, reuse)], max(1, opts.workers),
+                on_done=lambda i, raw: record(i - len(calls), raw) if i >= len(calls) else None,
+                after=[set()] * len(calls) + [set(range(len(calls)))] * len(member_opts), scheduler=cluster)
     except KeyboardInterrupt:  # SIGINT/SIGTERM: the member workers are stopped by now
         from .interrupt import signals_blocked
         from .jsonio import remove_partials
 
         remove_partials(sweep_dir, recursive=False)
         with signals_blocked():  # every member finished so far, whole
-            _write_sweep_json(sweep_dir, opts, records, others)
+            _write_sweep_json(sweep_dir, opts, records, others, prints)
         for out in outs:  # the member run folders are this sweep's own
             remove_partials(out)
         finished = sum(r.status != "current" for r in records.values())
         raise Interrupted(f"{finished}/{len(todo)} member(s) run, {len(records) - finished} current; "
                           f"kept in {sweep_dir / runfolder.SWEEP_JSON}", sweep_dir) from None
-    _write_sweep_json(sweep_dir, opts, records, others)
+    _write_sweep_json(sweep_dir, opts, records, others, prints)
     members = [records[k] for k in sorted(records)]
     summary = write_sweep_summary(sweep_dir, [m.run_dir for m in members if m.run_dir])
     return SweepResult(run_dir=sweep_dir, members=members, summary=summary)

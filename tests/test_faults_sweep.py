@@ -56,7 +56,10 @@ def answered(server: OpenAIFake) -> dict[str, int]:
 def sweep_cmd(corpus: Path, server: OpenAIFake, out: Path) -> list[str]:
     return [sys.executable, "-m", "evalkit.cli", "sweep", "--corpus", str(corpus), "--no-notebooks",
             "--workers", "2", "--out", str(out), "--backend",
-            f"live=openai:url={server.url}/v1,model=tiny,max_retries=0,timeout=10"]
+            f"live=openai:url={server.url}/v1,model=tiny,max_retries=0,timeout=10",
+            # one call in flight: the calls follow each other, so kills land between answers too (with more, all
+            # four are in flight at once and each kill lands while they are)
+            "--max-concurrency", "1"]
 
 
 def scores(out: Path) -> dict[str, list]:

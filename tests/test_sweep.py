@@ -87,8 +87,10 @@ def test_predictions_edit_and_backend_change_make_members_stale(tmp_path):
     f = preds / "m1.json"
     f.write_text(json.dumps({"account_id": "ACC-001", "rate": 0.9}))
     os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 10_000_000))
+    (preds / "unrelated.json").write_text("{}")  # a file no member reads changes no member's key
     result = sweep(opts)
-    assert all(m.status == "ran" for m in result.members)  # the recorded outputs changed: not current
+    # the edited member's recorded output changed: it alone is not current
+    assert [m.status for m in result.members] == ["current", "ran"]
     assert [o.score for o in result.outcomes] == [1.0, 0.5]
     opts.backends = specs(f"p=predictions:dir={preds}", "fake")
     result = sweep(opts)

@@ -19,6 +19,11 @@ from .providers import Provider
 from .spec import BackendSpec
 
 
+def prediction_file(directory: str | Path, member_id: str) -> Path:
+    """The one file a member's prediction is read from (a sweep's currency key stats it alone)."""
+    return Path(directory) / f"{member_id}.json"
+
+
 class PredictionsBackend:
     model = provider = "predictions"
 
@@ -29,7 +34,7 @@ class PredictionsBackend:
 
     async def complete(self, request: Request) -> Completion:
         member_id = self._ids.get(request.member, request.member.rsplit("/", 1)[-1])
-        path = self.dir / f"{member_id}.json"
+        path = prediction_file(self.dir, member_id)
         if not path.is_file():
             return Completion(record=None, parse="error", model=self.model, calls=0,
                               error=f"no prediction file {path}")

@@ -6,7 +6,6 @@ import sys
 
 import click
 
-from ..corpus import DEFAULT_CORPUS, sources_dir
 from ..errors import EXIT_INVALID, EXIT_OK
 from .app import main
 from .options import CORPUS, SOURCES
@@ -17,6 +16,7 @@ from .options import CORPUS, SOURCES
 @SOURCES
 def validate_cmd(corpus, sources):
     """Lint a whole corpus and report every problem at once (exit 3 if any)."""
+    from ..corpus import DEFAULT_CORPUS, sources_dir
     from ..validate import validate_corpus
 
     corpus = corpus or DEFAULT_CORPUS
@@ -37,7 +37,7 @@ def validate_cmd(corpus, sources):
 def metrics_cmd(tasks, corpus, markdown):
     """Print the metrics TASK's scorer declares: name, definition, file:function (default: every task)."""
     from .. import metrics
-    from ..corpus import load_tasks
+    from ..corpus import DEFAULT_CORPUS, load_tasks
 
     loaded = load_tasks(corpus or DEFAULT_CORPUS, list(tasks) or None)
     click.echo(metrics.markdown(loaded) if markdown else "\n".join(metrics.text(t) for t in loaded), nl=False)

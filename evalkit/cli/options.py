@@ -110,7 +110,8 @@ SWEEP_OPTIONS = apply(
     click.option("--workers", type=click.IntRange(1), default=None, help="Member worker processes (default: cores)."),
     SCHEDULER,
     click.option("--max-concurrency", type=click.IntRange(1), default=8,
-                 help="Concurrent backend calls per member (with --scheduler: live calls across the whole sweep)."),
+                 help="Concurrent live backend calls across the whole sweep (made in the sweep's own pool; with "
+                      "--scheduler: across its workers)."),
     click.option("--notebooks/--no-notebooks", default=True,
                  help="Run the extract/score notebooks (default), or only extraction + scoring (fast, no .ipynb)."),
     click.option("--html/--no-html", default=False, help="Render each member's HTML (default: no)."),

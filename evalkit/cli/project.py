@@ -8,7 +8,6 @@ from pathlib import Path
 
 import click
 
-from ..corpus import DEFAULT_CORPUS, sources_dir
 from ..errors import EXIT_INTEGRITY, EXIT_INVALID, EXIT_OK
 from .app import main
 from .options import CORPUS, SOURCES
@@ -32,6 +31,7 @@ def init_cmd(directory):
 @CORPUS
 def new_member_cmd(task, file, member_id, corpus):
     """Add FILE to TASK as a new member: sha256 pinned, truth.yaml skeleton from the task's schema."""
+    from ..corpus import DEFAULT_CORPUS
     from ..scaffold import new_member
 
     member = new_member(corpus or DEFAULT_CORPUS, task, file, member_id)
@@ -45,6 +45,7 @@ def new_member_cmd(task, file, member_id, corpus):
 def sources_cmd(check, corpus, sources):
     """List every file the pointer members need under the sources folder, whether it is present and
     matches its sha256, and per public data set where to get it, its licence and the layout to unpack."""
+    from ..corpus import DEFAULT_CORPUS, sources_dir
     from ..datasets import ALTERED, expected_files, problems, render
 
     folder = sources_dir(sources)

@@ -7,10 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..backends import BackendSpec
-from ..backends.spec import default_specs
 from ..errors import EXIT_OK, EvalkitError, UsageError
-from ..runfolder import INDEX
 from .app import main
 from .options import (ALLOW_UNPRICED, BACKEND, CORPUS, JUDGE_OPTIONS, MAX_CONCURRENCY, RUN_OPTIONS, SAMPLES, SCOPE_OPTIONS,
                       SOURCES, apply, run_options)
@@ -76,6 +73,8 @@ RECORD = click.option("--record", multiple=True, metavar="NAME=PATH",
 @SCOPE_OPTIONS
 def run_cmd(backends, **given):
     """Extract, score and report every selected member; exit 0 only if all pass."""
+    from ..backends.spec import default_specs
+
     sys.exit(_run(run_options(backends=backends or default_specs(), **given)))
 
 
@@ -87,6 +86,8 @@ def score_cmd(predictions, **given):
     """Score predictions made elsewhere (one JSON per member, named by member id)."""
     if not predictions.is_dir():
         raise EvalkitError(f"{predictions}: predictions folder not found")
+    from ..backends import BackendSpec
+
     backend = BackendSpec("predictions", "predictions", {"dir": str(predictions)})
     sys.exit(_run(run_options(backends=[backend], **given)))
 
@@ -158,6 +159,7 @@ def report_cmd(run_dir, byom, scoreboard, corpus, board, out, bundle):
     if run_dir is None:
         raise UsageError("give a RUN_DIR, --scoreboard or --byom")
     from ..render import render_run
+    from ..runfolder import INDEX
     from ..summary import write_summary
 
     write_summary(run_dir)  # what the folder holds now (runs into it add up): the index reads it

@@ -15,7 +15,6 @@ from typing import Any, Callable
 
 import click
 
-from ..runfolder import INDEX
 from ..status import ERROR, SCORED, SKIPPED, count, shown
 
 
@@ -93,6 +92,8 @@ def print_summary(result: Any, echo: Callable[[str], Any] = click.echo) -> None:
                 echo(f"  {line}")
         echo(f"Sweep folder: {result.run_dir}")
     else:
+        from ..runfolder import INDEX
+
         index = result.run_dir / INDEX
         echo(f"Report: {index if index.exists() else result.run_dir}")
         if result.reused:
