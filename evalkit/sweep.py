@@ -57,7 +57,7 @@ from .runner import Outcome, RunOptions
 from .backends import BackendSpec
 from .stats import SEED
 from .summary import write_sweep_summary
-from .status import ERROR, NOT_COVERED, REFUSED, SCORED, SKIPPED, shown
+from .status import ERROR, NOT_COVERED, REFUSED, SCORED
 from .workers import WorkerDied, run_all
 
 __all__ = ["MemberResult", "SweepResult", "sweep", "currency_keys", "default_sweep_dir"]
