@@ -20,6 +20,8 @@
 #                (the native build crashes on AMX CPUs; see ../shared/notes/local-model.md).
 #   EVALKIT      the evalkit command (default: evalkit on PATH)
 #   MODEL_DIR    where the assembled .gguf goes (default ${XDG_CACHE_HOME:-~/.cache}/evalkit)
+#   LLM_SEED     the server's sampling seed (default: llama.cpp's, 4294967295 — fixed, not random: at any
+#                temperature a fresh server gives the same answers, so independent samples need distinct seeds)
 #
 # Concurrency is 1 on purpose: the server has one slot and reuses the previous prompt's prefix,
 # so a fresh server and a fixed request order give reproducible bytes.
@@ -85,7 +87,8 @@ PORT="$("$LLM_PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1
 LOG="$(mktemp -t llama-server.XXXXXX.log)"
 say "starting llama_cpp.server on 127.0.0.1:$PORT (log: $LOG)"
 "$LLM_PYTHON" -m llama_cpp.server --model "$GGUF" --host 127.0.0.1 --port "$PORT" \
-  --n_ctx 16384 --n_threads 1 --n_threads_batch 1 --n_batch 128 --chat_format gemma >"$LOG" 2>&1 &
+  --n_ctx 16384 --n_threads 1 --n_threads_batch 1 --n_batch 128 --chat_format gemma \
+  ${LLM_SEED:+--seed "$LLM_SEED"} >"$LOG" 2>&1 &
 SERVER_PID=$!
 cleanup() {
   if kill -0 "$SERVER_PID" 2>/dev/null; then
