@@ -14,7 +14,8 @@ share none and each has exactly one backend for the task, those two are compared
 Anything else is listed as not comparable, with why.
 
 `diff_runs` returns the whole diff as plain data (what diff.ipynb shows and the CLI prints); `diff_notebook`
-executes diff.ipynb into RUN_B and renders its HTML.
+executes diff.ipynb into RUN_B and renders its HTML. The CLI computes the diff once: it prints it and hands
+it to the notebook as RUN_B's diff.json (`runfolder.write_diff`); run standalone, the notebook computes it.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def load_side(run_dir: str | Path, requests: dict[tuple[str, str, str], str | No
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir}: run folder not found")
     out: Sides = {}
-    for s in runfolder.scan(run_dir, status=None, unscored=True):
+    for s in runfolder.iter_scan(run_dir, status=None, unscored=True):  # one score.json at a time, slimmed
         out.setdefault(s.task, {}).setdefault(s.backend, {})[s.member] = _slim(s.data)
         if requests is not None:
             requests[(s.task, s.backend, s.member)] = s.extraction().get("request_sha256")
@@ -229,16 +230,23 @@ def text(d: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def diff_notebook(run_a: str | Path, run_b: str | Path, workers: int | None = None) -> Path:
-    """Execute diff.ipynb into RUN_B (run A's path relative to it) and render its HTML; returns the page."""
+def diff_notebook(run_a: str | Path, run_b: str | Path, workers: int | None = None,
+                  computed: Mapping[str, Any] | None = None) -> Path:
+    """Execute diff.ipynb into RUN_B (run A's path relative to it) and render its HTML; returns the page.
+    `computed`: this diff's `diff_runs`, already made: written to RUN_B's diff.json for the notebook to
+    show, so it is not computed twice (at 10,000 members, minutes)."""
     from .errors import EvalkitError
     from .execute import NOTEBOOKS_DIR, NotebookJob, execute
     from .render import render_notebook
 
     run_b = Path(run_b)
     out = run_b / runfolder.DIFF
-    job = NotebookJob(NOTEBOOKS_DIR / runfolder.DIFF, out,
-                      {"run_a": os.path.relpath(Path(run_a).resolve(), run_b.resolve()), "run_b": "."})
+    params: dict[str, Any] = {"run_a": os.path.relpath(Path(run_a).resolve(), run_b.resolve()), "run_b": "."}
+    if computed is not None:
+        # A and B named as the notebook names them (its parameters), so the page is the one it would compute
+        shown = {**computed, "a": params["run_a"], "b": params["run_b"]}
+        params["diff_json"] = runfolder.write_diff(run_b, shown).name  # relative to the notebook, in RUN_B
+    job = NotebookJob(NOTEBOOKS_DIR / runfolder.DIFF, out, params)
     result = execute([job], workers=workers)[0]
     if not result.ok:
         raise EvalkitError(f"diff notebook failed: {out}: {result.error}")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .resources import NOTEBOOKS_DIR
-from .runfolder import COMPARE, DIFF, EXTRACT_NB, EXTRACTION, PAIRWISE, REPORT, SCORE, SCORE_NB, page
+from .runfolder import COMPARE, DIFF, DIFF_JSON, EXTRACT_NB, EXTRACTION, PAIRWISE, REPORT, SCORE, SCORE_NB, page
 
 __all__ = ["Page", "PAGES", "MEMBER", "TASK", "RUN", "at", "named", "markdown"]
 
@@ -54,7 +54,8 @@ PAGES: tuple[Page, ...] = (
          f"every {SCORE} of the task"),
     Page(COMPARE, TASK, "backend comparison", ("run_dir", "task", "backends", "judge_mode"), "evalkit compare",
          f"every {SCORE} of the task, two backends or more; {PAIRWISE} with --judge-mode pairwise"),
-    Page(DIFF, RUN, "diff", ("run_a", "run_b"), "evalkit diff", f"the {SCORE} files of two runs"),
+    Page(DIFF, RUN, "diff", ("run_a", "run_b", "diff_json"), "evalkit diff",
+         f"the {SCORE} files of two runs; the {DIFF_JSON} `evalkit diff` computed, when given"),
 )
 
 

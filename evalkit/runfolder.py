@@ -50,14 +50,14 @@ from .redact import command
 from .status import NOTEBOOK_FAILED, SCORED, Failed, failure_of, status_of
 
 __all__ = [
-    "RUN_JSON", "SUMMARY_JSON", "JUDGE_JSON", "INDEX", "LOCK", "LOCK_HOLDER", "UNFINISHED", "REPORT", "COMPARE", "DIFF", "PAIRWISE",
+    "RUN_JSON", "SUMMARY_JSON", "JUDGE_JSON", "INDEX", "LOCK", "LOCK_HOLDER", "UNFINISHED", "REPORT", "COMPARE", "DIFF", "DIFF_JSON", "PAIRWISE",
     "EXTRACTION", "SCORE", "JUDGMENTS", "EXTRACT_NB", "SCORE_NB", "SWEEP_JSON", "SWEEP_LOG", "NOTEBOOKS", "FILES", "page",
     "task_dir", "member_dir", "sweep_member_dir", "sweep_of", "Home", "read_extraction", "write_extraction", "read_score",
     "write_score", "read_judgments", "write_judgments", "clear_judgments", "read_pairwise", "write_pairwise",
     "clear_pairwise", "write_judge_json", "read_run_json", "write_run_json", "merge_run_json", "read_summary", "write_summary", "read_sweep_json",
     "write_sweep_json", "append_sweep_members", "is_unfinished", "mark_unfinished", "mark_finished", "RunLocked", "hold",
     "Scored", "scan", "task_results", "BATCHES", "read_batches", "write_batches", "clear_batches", "SAMPLES", "sample_dir",
-    "sample_base", "sample_dirs", "read_sample_scores", "clear_samples",
+    "sample_base", "sample_dirs", "read_sample_scores", "clear_samples", "read_diff", "write_diff", "iter_scan",
 ]
 
 RUN_JSON = "run.json"
@@ -70,6 +70,7 @@ UNFINISHED = ".evalkit.unfinished"
 REPORT = "report.ipynb"
 COMPARE = "compare.ipynb"
 DIFF = "diff.ipynb"
+DIFF_JSON = "diff.json"  # `evalkit diff`'s `diff_runs`, in RUN_B: computed once, printed, and shown by diff.ipynb
 PAIRWISE = "pairwise.json"
 EXTRACTION = "extraction.json"
 SCORE = "score.json"
@@ -83,7 +84,7 @@ SAMPLES = "samples"  # --samples K: <home>/samples/<i>/ holds sample i > 0 (samp
 BATCHES = ".evalkit.batches.json"  # --batch: the provider batches a run submitted, so a resumed run polls them
 NOTEBOOKS = (EXTRACT_NB, SCORE_NB, REPORT, COMPARE, DIFF)  # each also the name of its template in notebooks/
 FILES = (RUN_JSON, SUMMARY_JSON, JUDGE_JSON, INDEX, LOCK, LOCK_HOLDER, UNFINISHED, PAIRWISE, EXTRACTION, SCORE,
-         JUDGMENTS, SWEEP_JSON, SWEEP_LOG, BATCHES, *NOTEBOOKS)
+         JUDGMENTS, DIFF_JSON, SWEEP_JSON, SWEEP_LOG, BATCHES, *NOTEBOOKS)
 
 
 def page(notebook: str | Path) -> Path:
@@ -263,6 +264,19 @@ def write_pairwise(run_dir: str | Path, task: str, pairwise: Mapping[str, Any]) 
 
 def clear_pairwise(run_dir: str | Path, task: str) -> None:
     (task_dir(run_dir, task) / PAIRWISE).unlink(missing_ok=True)
+
+
+def read_diff(path: str | Path) -> dict[str, Any]:
+    """A diff.json (`write_diff`): a run folder's (RUN_B of `evalkit diff`), or the file itself."""
+    path = Path(path)
+    return read_json(path / DIFF_JSON if path.is_dir() else path)
+
+
+def write_diff(run_dir: str | Path, diff: Mapping[str, Any]) -> Path:
+    """`evalkit diff`'s `diff_runs` into RUN_B, for its diff.ipynb to show; returns the file."""
+    path = Path(run_dir) / DIFF_JSON
+    write_json(path, diff)
+    return path
 
 
 def write_judge_json(run_dir: str | Path, summary: Mapping[str, Any]) -> None:
@@ -502,6 +516,12 @@ def scan(root: str | Path, status: str | None = SCORED, *, unscored: bool = Fals
     stopped): an error, with its extraction's failure or ``notebook_failed`` — what the reports list.
     Sorted by folder.
     """
+    return list(iter_scan(root, status, unscored=unscored))
+
+
+def iter_scan(root: str | Path, status: str | None = SCORED, *, unscored: bool = False) -> Iterator[Scored]:
+    """`scan`, one result at a time: a reader that keeps only part of each score.json (`evalkit diff` at
+    10,000 members) never holds them all at once."""
     root = Path(root)
     if not root.is_dir():
         raise CorpusError(f"{root}: run folder not found")
@@ -511,7 +531,6 @@ def scan(root: str | Path, status: str | None = SCORED, *, unscored: bool = Fals
     if unscored:
         homes |= {p.parent for p in root.rglob(EXTRACTION)}
     homes = {h for h in homes if not _is_sample(h)}  # a sample > 0 is part of its home's result (`read_sample_scores`)
-    found = []
     for home in sorted(homes):
         data, has_score = _read_dict(home / SCORE), True
         if data is None and unscored:
@@ -523,9 +542,8 @@ def scan(root: str | Path, status: str | None = SCORED, *, unscored: bool = Fals
             continue
         run_dir = _nearest(home.parent, RUN_JSON, holds) or root
         run_id = (_nearest(home, SWEEP_JSON, holds) or sweep_root or run_dir).name
-        found.append(Scored(home.parent.parent.name, home.parent.name, folder_label(home, data), home, run_dir, run_id,
-                            data, has_score))
-    return found
+        yield Scored(home.parent.parent.name, home.parent.name, folder_label(home, data), home, run_dir, run_id,
+                     data, has_score)
 
 
 def task_results(run_dir: str | Path, task: str) -> list[Scored]:

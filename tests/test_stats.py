@@ -133,3 +133,17 @@ def test_no_members_no_interval():
     assert stats.micro_f1_ci(np.zeros((0, 3))) is None
     assert stats.micro_f1_ci([(0, 0, 0), (0, 0, 0)]) is None  # every resample undefined
     assert stats.sign_flip_p([]) is None
+
+
+@pytest.mark.parametrize("n", [10, 20, 300, 6000])  # exact, Monte Carlo, and the normal approximation
+def test_paired_difference_draws_its_sign_patterns_once_for_both_tails(n, monkeypatch):
+    d = np.random.default_rng(n).normal(0.01, 0.2, n).round(4).tolist()
+    pairs = [(0.0, x) for x in d]
+    two_sided = min(1.0, 2 * min(stats.sign_flip_p(d, "less"), stats.sign_flip_p(d, "greater")))
+    assert stats._sign_flip_tails(d) == (stats.sign_flip_p(d, "less"), stats.sign_flip_p(d, "greater"))
+    drawn = []
+    real = np.random.default_rng
+    monkeypatch.setattr(stats.np.random, "default_rng", lambda *a: drawn.append(a) or real(*a))
+    assert stats.paired_difference(pairs)["p"] == two_sided  # the same bits as the two one-sided calls
+    # one stream for the bootstrap CI, and one for the sign flips only where they are drawn (Monte Carlo)
+    assert len(drawn) == (2 if stats.EXACT_MAX_N < n < stats.NORMAL_MIN_N else 1)

@@ -182,9 +182,10 @@ def diff_cmd(run_a, run_b, html, workers):
     from .. import runspage
     from ..diff import diff_notebook, diff_runs, text
 
-    click.echo(text(diff_runs(run_a, run_b)), nl=False)
+    d = diff_runs(run_a, run_b)  # once: printed, and shown by the notebook (RUN_B's diff.json)
+    click.echo(text(d), nl=False)
     if html:
-        click.echo(f"Diff: {diff_notebook(run_a, run_b, workers)}")
+        click.echo(f"Diff: {diff_notebook(run_a, run_b, workers, computed=d)}")
         runspage.refresh(run_b)  # the runs page links the new diff
 
 
