@@ -118,3 +118,35 @@ def test_held_out_members_are_diffed_apart_and_tuned_is_explained(runs):
     out = text(diff_runs(*runs))
     assert "over 12 tuned members" in out and "over 1 held-out member" in out
     assert "held-out: members kept back from tuning" in out
+
+
+def test_the_cli_computes_the_diff_once_and_the_notebook_shows_that_one(runs, tmp_path, monkeypatch):
+    """`evalkit diff` hands its diff to diff.ipynb as RUN_B's diff.json (the kernel does not compute it
+    again); the page is the one the notebook computes itself from run_a / run_b alone."""
+    import json
+    import shutil
+
+    from evalkit import diff as diff_mod, runfolder
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(runs[0], a), shutil.copytree(runs[1], b)
+    (b / runfolder.DIFF_JSON).unlink(missing_ok=True)  # an earlier test's `evalkit diff` wrote one
+    standalone = diff_mod.diff_notebook(a, b, workers=1).read_text()  # computed inside the kernel
+    assert not (b / runfolder.DIFF_JSON).exists()
+    res = cli("diff", a, b, "--workers", "1")
+    assert res.exit_code == 0, res.output
+    given = runfolder.read_diff(b)
+    monkeypatch.chdir(b)  # where the notebook runs: A and B named as it names them
+    assert given == json.loads(json.dumps(diff_runs("../a", ".")))
+    executed = json.loads((b / runfolder.DIFF).read_text())
+    assert any('diff_json = "diff.json"' in "".join(c["source"]) for c in executed["cells"])
+    assert (b / runfolder.page(runfolder.DIFF)).read_text() == standalone
+    # the kernel shows the file it is given: a planted statement in diff.json reaches the page
+    pair = given["tasks"]["deal-memos"]["pairs"][0]
+    pair["statement"] = "planted statement from diff.json"
+    runfolder.write_diff(b, given)
+    from evalkit.execute import NOTEBOOKS_DIR, NotebookJob, execute
+    job = NotebookJob(NOTEBOOKS_DIR / runfolder.DIFF, b / runfolder.DIFF,
+                      {"run_a": "../a", "run_b": ".", "diff_json": runfolder.DIFF_JSON})
+    assert execute([job], workers=1)[0].ok
+    assert "planted statement from diff.json" in (b / runfolder.DIFF).read_text()
