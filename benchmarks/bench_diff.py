@@ -120,7 +120,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--members", type=int, default=10_000)
     ap.add_argument("--keep", help="build the runs in (and leave them in) this folder")
-    ap.add_argument("--no-html", action="store_true", help="the terminal text only: no diff.ipynb, no HTML")
+    ap.add_argument("--no-html", action="store_true", help="the terminal text only: no diff notebook, no HTML")
     args = ap.parse_args()
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench-diff-"))
     root.mkdir(parents=True, exist_ok=True)
