@@ -78,7 +78,7 @@ def synthetic_runs(root: Path, members: int, tpl: Path | None = None) -> tuple[P
     """Runs ``root/A`` and ``root/B`` of `members` deal-memos members each (``m00000`` …), made from the
     template run's files through `evalkit.runfolder`'s writers; the same files for the same `members`."""
     from evalkit import runfolder
-    from evalkit.jsonio import unsynced, write_json
+    from evalkit.jsonio import unsynced
 
     tpl = tpl or template(root)
     homes = [h for h in sorted((tpl / TASK).iterdir()) if (h / "fake" / runfolder.SCORE).is_file()]

@@ -382,7 +382,6 @@ def _rate(x: float | None) -> str:
 
 
 def report(modes: list[Mode], inspect: Mode | None, args, loads: list[str]) -> tuple[str, str]:
-    nb_modes = [m for m in modes if m.name.startswith("notebooks")]
     rows = []
     for m in modes + ([inspect] if inspect else []):
         if m.command is None:

@@ -233,12 +233,12 @@ def win_rate_matrix(c: Comparison) -> pd.DataFrame:
     for r in c.pairwise.get("pairs") or []:
         wr, rate = r["win_rate"], r["order_inconsistency_rate"]
         flagged = rate is not None and rate > INCONSISTENCY_MARK
-        for row, col, value, w, l in ((r["a"], r["b"], wr, r["wins"], r["losses"]),
-                                      (r["b"], r["a"], None if wr is None else 1 - wr, r["losses"], r["wins"])):
+        for row, col, value, won, lost in ((r["a"], r["b"], wr, r["wins"], r["losses"]),
+                                           (r["b"], r["a"], None if wr is None else 1 - wr, r["losses"], r["wins"])):
             label = "—" if value is None else f"{value:.0%}"
             rows.append({"axis": r["axis"], "backend": row, "against": col, "win_rate": value,
                          "inconsistency": rate, "flagged": flagged, "label": label + (" *" if flagged else ""),
-                         "record": f"{w}-{l}-{r['ties']}"})
+                         "record": f"{won}-{lost}-{r['ties']}"})
     return pd.DataFrame(rows)
 
 

@@ -58,7 +58,7 @@ def metric_deltas(a: Side, b: Side, task: str, stream: tuple[str, ...] = ()) -> 
                     if as_number(v) is not None and k != "score"})
     out = []
     for name in ["score", *names]:
-        def value(d: Mapping[str, Any]) -> float | None:
+        def value(d: Mapping[str, Any], name: str = name) -> float | None:  # this iteration's name, bound
             return as_number(d.get("score") if name == "score" else (d.get("metrics") or {}).get(name))
         pairs = [(value(sa[m]), value(sb[m])) for m in both]
         pairs = [(x, y) for x, y in pairs if x is not None and y is not None]

@@ -130,7 +130,7 @@ def test_pointer_source_missing_is_skipped_with_instructions(tmp_path):
 def test_private_member_seeds_and_enforces_sidecar(tmp_path):
     corpus = make_corpus(tmp_path)
     manifest = corpus / "memos" / "m0" / "manifest.yaml"
-    manifest.write_text("\n".join(l for l in manifest.read_text().splitlines() if not l.startswith("sha256")) + "\n")
+    manifest.write_text("\n".join(line for line in manifest.read_text().splitlines() if not line.startswith("sha256")) + "\n")
     member = load_task(corpus / "memos").member("m0")
     check_integrity(member, None)  # a check alone (validate, publish, sweep currency) writes nothing
     assert not (corpus / "memos" / "m0" / "source.sha256").exists()

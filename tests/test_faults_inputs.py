@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from corpus_factory import TASK, add_member, cli, make_corpus, specs, write_yaml
+from corpus_factory import add_member, cli, make_corpus, specs, write_yaml
 from evalkit import jsonio
 from evalkit.backends.parse import parse_record
 from evalkit.errors import EXIT_DISK, EXIT_INVALID, DiskFull

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from corpus_factory import specs
-from evalkit.backends import BackendSpec
 from evalkit.backends.base import PDF_MEDIA_TYPE, PNG_MEDIA_TYPE, Part
 from evalkit.backends.cassette import cassette_key, load_records
 from evalkit.backends.resolve import build_backends, plan, resolve_backends

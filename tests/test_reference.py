@@ -12,7 +12,7 @@ from evalkit.errors import EXIT_BACKEND, UsageError
 from evalkit.runfolder import member_dir, read_run_json, read_score
 from evalkit.scoreboard import ScoreboardError, update_scoreboard
 from evalkit.status import REFERENCE_FAILED
-from test_judge import TWO, aliased, evalkit, metrics_of, python_judge, run_graph, truth, write_cassette
+from test_judge import TWO, aliased, evalkit, metrics_of, python_judge, run_graph, write_cassette
 
 
 def same(rec: dict, member_id: str = "") -> dict:

@@ -34,7 +34,7 @@ def test_live_record_replay_and_no_secret_anywhere(oai, tmp_path, monkeypatch):
     calls = oai.count
     assert calls == 2  # one refused, one answered
     assert len(cassette.read_text().splitlines()) == 2  # the format header and one record: the HTTP error made none
-    failures = [json.loads(l) for l in cassette.with_name("live.failures.jsonl").read_text().splitlines()]
+    failures = [json.loads(line) for line in cassette.with_name("live.failures.jsonl").read_text().splitlines()]
     assert [f["classification"] for f in failures] == ["http_error"]
 
     artefacts = [cassette, cassette.with_name("live.failures.jsonl"), *(tmp_path / "rec").rglob("*")]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit import diff as diff_mod, runfolder
+from evalkit import diff as diff_mod
 from evalkit.execute import execute, plan_report
 from evalkit.render import render_notebook
 from evalkit.report import field_accuracy, load_scores, metric_matrix

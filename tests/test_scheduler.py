@@ -18,7 +18,6 @@ import pytest
 from corpus_factory import cli, make_corpus
 from servers.fixtures import _clean_env  # noqa: F401 - fixture
 from servers.openai_fake import OpenAIFake
-from evalkit.corpus import DEFAULT_CORPUS
 from evalkit.runfolder import EXTRACTION, RUN_JSON
 from evalkit.scheduler import Scheduler, connect, parse
 from evalkit.status import BUDGET_STOP, ERROR, SCORED

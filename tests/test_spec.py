@@ -14,7 +14,6 @@ import pickle
 import subprocess
 import sys
 from dataclasses import FrozenInstanceError
-from pathlib import Path
 
 import pytest
 

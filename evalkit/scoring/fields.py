@@ -327,9 +327,9 @@ def _match_multiset(e: list[Any], g: list[Any], spec: FieldSpec) -> tuple[bool, 
     for i in range(len(e)):
         if not assign(i, set()):
             # Name the nearest candidate's (most keys equal) first difference, for the reader.
-            def agreeing(j: int) -> int:
+            def agreeing(j: int, x: Any = e[i]) -> int:  # this iteration's expected condition, bound
                 y = g[j] if isinstance(g[j], dict) else {}
-                return sum(_cmp_value(v, y.get(k), spec)[0] for k, v in (e[i] if isinstance(e[i], dict) else {}).items())
+                return sum(_cmp_value(v, y.get(k), spec)[0] for k, v in (x if isinstance(x, dict) else {}).items())
 
             nearest = max(range(len(g)), key=agreeing)
             why = _cmp_condition(e[i], g[nearest], spec)[1]
