@@ -15,6 +15,7 @@ import pandas as pd
 import IPython.display
 
 from .. import report as _report
+from ..runfolder import SCORE
 
 
 # An outcome is fine when it is a success; set-aside outcomes are not problems either (the scorer
@@ -115,7 +116,7 @@ def _as_frame(data: Any, columns: list[str] | None = None) -> pd.DataFrame:
 
 def table(data: Any, columns: list[str] | None = None, max_chars: int = MAX_CHARS,
           empty: str = "(none)", links: Mapping[str, list[str | None]] | None = None, kind: str = "table",
-          max_rows: int | None = TABLE_ROWS, full: str = "score.json") -> None:
+          max_rows: int | None = TABLE_ROWS, full: str = SCORE) -> None:
     """Display rows (a DataFrame, or an iterable of dicts) as an escaped HTML table.
 
     Every cell is turned into text first (see :func:`fmt`), so nested values,

@@ -17,6 +17,7 @@ import pandas as pd
 import IPython.display
 
 from .base import NULL, _is_null, items_frame
+from ..runfolder import SCORE
 
 
 # How much one chart may carry. Up to CHART_MEMBERS members a chart draws every member (what every page of a
@@ -122,7 +123,7 @@ def chart(c: Any, missing: str = "(no chart for this item table)") -> None:
         rows = chart_rows(spec)
         if rows > CHART_ROWS:
             print(f"(chart not drawn: {rows:,} rows of data, more than the {CHART_ROWS:,} a chart may carry; "
-                  "the figures are in the tables and score.json)")
+                  f"the figures are in the tables and {SCORE})")
             return
         data, meta = chart_bundle(spec)
     except Exception as e:  # noqa: BLE001 - one chart's failure is a note, not the end of the page

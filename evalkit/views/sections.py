@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from .. import report as _report
+from ..runfolder import SCORE
 from .base import SET_ASIDE, SUCCESS, _get, _is_null, figure, items_frame, kv, show_json, table
 from .charts import _outcome_domain
 
@@ -101,7 +102,7 @@ def _outcome_summary(df: pd.DataFrame) -> str:
 MEMBER_COLUMNS = ["member", "backend", "score", "verdict", "cause", "faults", "parse", "truncated", "input_tokens",
                   "output_tokens", "usd", "latency_s", "items", "notes"]
 SPARSE = ("cause", "faults", "truncated")  # shown only when some member has one
-MEMBERS_FULL = "each member's score.json (`evalkit.report.load_scores(run_dir, task)` reads them all as frames)"
+MEMBERS_FULL = f"each member's {SCORE} (`evalkit.report.load_scores(run_dir, task)` reads them all as frames)"
 
 
 def members_table(members: pd.DataFrame) -> None:
