@@ -285,20 +285,14 @@ def outcome_distribution(items: pd.DataFrame) -> Any:
     who = "label" if "label" in items.columns else ("member" if "member" in items.columns else None)
     data = pd.DataFrame({"outcome": items["outcome"].map(str),
                          "member": items[who].map(str) if who else "all"})
-    members = data["member"].nunique()
+    members, title = data["member"].nunique(), {}
     if members > CHART_MEMBERS:  # one bar per backend (or one in all), summed over its members
         data["member"] = items["backend"].map(str) if "backend" in items.columns else "all members"
-        counts = data.groupby(["member", "outcome"], sort=True).size().reset_index(name="items")
-        return alt.Chart(counts).mark_bar().encode(
-            y=alt.Y("member:N", sort=sorted(counts["member"].unique()), title=None),
-            x=alt.X("items:Q", title="items"),
-            color=alt.Color("outcome:N", scale=_outcome_scale(counts["outcome"]), title="outcome"),
-            order=alt.Order("outcome:N"),
-        ).properties(width=360, title=f"{members:,} members: items per outcome, summed")
+        title = {"title": f"{members:,} members: items per outcome, summed"}
     counts = data.groupby(["member", "outcome"], sort=True).size().reset_index(name="items")
     return alt.Chart(counts).mark_bar().encode(
         y=alt.Y("member:N", sort=sorted(counts["member"].unique()), title=None),
         x=alt.X("items:Q", title="items"),
         color=alt.Color("outcome:N", scale=_outcome_scale(counts["outcome"]), title="outcome"),
         order=alt.Order("outcome:N"),
-    ).properties(width=360)
+    ).properties(width=360, **title)
