@@ -242,3 +242,18 @@ def test_the_one_writer_refuses_nan_naming_file_and_key_path(tmp_path):
     assert not target.exists() and not list(tmp_path.iterdir())  # nothing written, no temp file left
     write_json(target, {"ok": [1.5, None]})
     assert strict(target.read_text()) == {"ok": [1.5, None]}
+
+
+@pytest.mark.parametrize("text, outcome", [('{"rate": 1e999}', "malformed"), ('{"rate": -1E400, "x": 1}', "malformed"),
+                                           ('prose {"rate": 1e999} then {"rate": 0.5}', "recovered"),
+                                           ('{"rate": 1.5e3}', "clean")])
+def test_a_number_past_a_double_s_range_is_no_json_the_record_can_hold(text, outcome):
+    """Found by recording the local model at temperature 0.8: an answer holding `1e999` parsed as infinity,
+    and writing its extraction.json then stopped the whole run (exit 3). It is no JSON number evalkit can keep:
+    that object is not the record (malformed, or the next complete object, recovered)."""
+    from evalkit.backends.parse import parse_record
+    from evalkit.jsonio import nonfinite_path
+
+    record, got = parse_record(text)
+    assert got == outcome
+    assert record is None or nonfinite_path(record) is None

@@ -8,12 +8,14 @@ around it, prose before it, prose after it (or several of these).
 Repair never invents content: it only cuts the text down to one complete JSON
 object that was already there. An object nested deeper than NESTING_DEPTH (`evalkit.limits`)
 is no record: ``malformed``, so nothing downstream walks it. ``NaN`` and ``Infinity`` are not
-JSON (Python's parser takes them, strict ones do not): a text whose object holds one is not that object.
+JSON (Python's parser takes them, strict ones do not), nor is a number past a double's range (``1e999``,
+which Python would read as infinity): a text whose object holds one is not that object.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any
 
@@ -27,7 +29,15 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-_decoder = json.JSONDecoder(parse_constant=_no_constant)
+def _finite(literal: str) -> float:
+    """A JSON number as a float; one past a double's range (``1e999``) is no number JSON can carry on."""
+    value = float(literal)
+    if math.isinf(value):
+        raise ValueError(f"{literal} overflows a double")
+    return value
+
+
+_decoder = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite)
 
 
 def _as_object(text: str) -> dict[str, Any] | None:
