@@ -96,6 +96,9 @@ class RunOptions:
     shared: str | None = None  # set by a sweep under --scheduler: the name of the call limit and budget its members share
     in_sweep: bool = False  # set by a sweep for each member: no lock or resume marker of its own (the sweep's cover
     # it); it reuses the extractions its sweep kept in its folder (`sweep._clear`)
+    # A sweep member whose paid calls the sweep's calls job made (`sweep._calls_job`): its answer, failed or not,
+    # is this sweep's (a failed call is not made again within the sweep; the next sweep retries it).
+    answered: bool = False
 
 
 def run_options(*, corpus: str | Path | None = None, backends=(), sources: str | Path | None = None, tasks=(),
@@ -475,7 +478,7 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
                     extra.append(home)
                     continue
                 (extra if i else homes).append(home)
-                if resuming and _reusable(home.dir, request, b.spec):
+                if resuming and _reusable(home.dir, request, b.spec, failed_too=opts.answered):
                     done.reused += 1
                 else:
                     jobs.append(Job(b, request))
@@ -601,13 +604,15 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
                      reference=opts.reference, summary=summary, sample_errors=sample_errors)
 
 
-def _reusable(home: Path, request: Any, spec: str) -> bool:
-    """An extraction.json already on disk that answers this request with this backend and did not fail."""
+def _reusable(home: Path, request: Any, spec: str, failed_too: bool = False) -> bool:
+    """An extraction.json already on disk that answers this request with this backend and did not fail
+    (`failed_too`: or did, when this sweep's calls job made that call)."""
     try:
         extraction = runfolder.read_extraction(home) if (home / runfolder.EXTRACTION).is_file() else None
     except CorpusError:
         return False
-    return isinstance(extraction, dict) and is_current(extraction, request, spec) and failure_of(extraction) is None
+    return (isinstance(extraction, dict) and is_current(extraction, request, spec)
+            and (failed_too or failure_of(extraction) is None))
 
 
 def warn_identical_samples(k: int, requests: list[Any]) -> None:

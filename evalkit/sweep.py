@@ -301,7 +301,8 @@ def _calls_job(opts: RunOptions, members: list[RunOptions]) -> dict[str, Any]:
     written to its member's folder as the extraction.json its run then reuses (`runner._reusable`). In a
     worker, not the sweep's process, so that a SIGKILLed sweep's calls in flight still record their answers
     (`interrupt.finishing`) and are never paid twice; an orphan starts no new call. Never raises: a member
-    with no answer here (a failed call, a key not set) makes its own call, and fails alone."""
+    with no answer here (a key not set) makes its own call, and fails alone; a failed call is that member's
+    error for this sweep (`RunOptions.answered`), retried by the next."""
     from .backends.resolve import check_guards, open_backends, resolve_backends
     from .corpus import load_tasks
     from .interrupt import finishing
@@ -597,6 +598,7 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
                 if f"{t}/{m}" in asked:
                     _clear(member_opts[i], reuse[i])  # what the member's own `_clear` would drop, before the calls
                     reuse[i] = True
+                    member_opts[i].answered = True  # a failed call is not made twice in one sweep
             calls = [(_calls_job, (member_opts[0], called))]
         run_all(calls + [(_member_job, (o, r)) for o, r in zip(member_opts, reuse)], max(1, opts.workers),
                 on_done=lambda i, raw: record(i - len(calls), raw) if i >= len(calls) else None,
