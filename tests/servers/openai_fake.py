@@ -154,6 +154,8 @@ class OpenAIFake(_BatchAPIMixin, FakeServer):
         if "/v1/files" in req.path or "/v1/batches" in req.path:
             return await self._batch_api(req)
         if req.method != "POST" or not req.path.endswith("/chat/completions"):
+            # a slow server is slow on every route: a URL the SDK mangled (a query before its path) still hangs
+            await asyncio.sleep(self.latency)
             return HTTPResponse(404, {"error": {"message": f"no route {req.method} {req.path}"}})
         action = self.next_action()
         delay = action.get("delay", self.latency)
