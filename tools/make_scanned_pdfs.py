@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCE_TASK = ROOT / "corpus" / "deal-memos"
 TASK_DIR = ROOT / "corpus" / "deal-memos-scanned"
 MEMBERS = ("clean-single-term", "multi-condition", "mixed-date-formats", "hostile-markup")
+HELD_OUT = "mixed-date-formats"  # every task keeps one member back from prompt tuning (README: held-out apart)
 CREATED = datetime(2026, 12, 1, 12, 0, 0, tzinfo=timezone.utc)
 DPI = 100
 PAGE = (850, 1100)  # Letter at DPI
@@ -113,6 +114,7 @@ def member_files(member: str, index: int) -> dict[str, bytes]:
         "sha256": hashlib.sha256(pdf).hexdigest(),
         "license": manifest["license"],
         "truth_provenance": manifest["truth_provenance"],
+        **({"heldout": True} if member == HELD_OUT else {}),
         "notes": (f"An image-only scan of corpus/deal-memos/{member}/memo.md (tools/make_scanned_pdfs.py: seeded "
                   "noise, skew and JPEG loss, no text layer); the truth is that memo's, copied unchanged."),
     }
