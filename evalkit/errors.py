@@ -76,6 +76,14 @@ class SourceMissing(EvalkitError):
     exit_code = EXIT_INVALID
 
 
+class UnreadableSource(CorpusError):
+    """A source document that is present but cannot be read as what it claims to be (a corrupt PDF)."""
+
+
+class UnsupportedInput(UnreadableSource):
+    """A source the run's input mode cannot send (a text file in the ``pdf`` or ``images`` mode): refused."""
+
+
 class BackendError(EvalkitError):
     exit_code = EXIT_BACKEND
 

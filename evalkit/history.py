@@ -8,7 +8,7 @@ Each line (compact JSON, sorted keys)::
      "cost": {"input_tokens": 812, "output_tokens": 95, "usd": 0.0004, "calls": 1},
      "command": "evalkit run --backend gemma=...", "heldout": true}
 
-``command`` is run.json's (redacted when it was written: `redact.command`); ``heldout`` is present (true) only
+``command`` is run.json's (redacted when it was written: `spec.redacted_command`); ``heldout`` is present (true) only
 for a held-out member, whose figures the runs page (`evalkit.runspage`) shows apart.
 
 An errored member × backend (`evalkit.status`) has ``"status": "error"``, its ``cause`` and

@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from typing import AsyncContextManager, Callable, Protocol
 
 from .backends import Backend, Completion, Request
+from .status import SKIPPED_PREFIX
 
-SKIPPED_PREFIX = "skipped:"
 _loops = threading.local()  # each thread's event loop (`_run_loop`)
 
 

@@ -7,7 +7,7 @@ source PDF's sha256 and the dpi, not the PNG bytes (`backends.base.Request.input
 update does not orphan a cassette.
 
 Bounded: at most `limits.PAGE_IMAGES` pages per member (`LimitExceeded` naming the file), and a PDF
-that PDFium cannot open is `sources.UnreadableSource`.
+that PDFium cannot open is `errors.UnreadableSource`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import io
 from pathlib import Path
 
 from . import limits
-from .errors import LimitExceeded
+from .errors import LimitExceeded, UnreadableSource
 
 POINTS_PER_INCH = 72
 
@@ -27,7 +27,6 @@ def _open(data: bytes, where: Path | str):
     try:
         return pdfium.PdfDocument(data)
     except Exception as e:  # noqa: BLE001 — PDFium reports a damaged file with its own error types
-        from .sources import UnreadableSource
 
         raise UnreadableSource(f"{where}: not a readable PDF ({' '.join(str(e).split())[:200]}); "
                                "replace it with an intact copy") from None

@@ -45,9 +45,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
-import shlex
 import sys
+import re
 from typing import Any, Iterable, Mapping, TypeVar
 
 SECRET_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "OPENAI_ADMIN_KEY")
@@ -178,28 +177,6 @@ def scrub_answer(answer: T) -> T:
     if error:
         changes["error"] = short(error)
     return dataclasses.replace(answer, **changes) if changes else answer  # type: ignore[type-var]
-
-
-def command(argv: list[str] | None = None) -> str:
-    """The command as an artefact, a lock note or a message may quote it: every backend SPEC among the
-    arguments redacted (`BackendSpec.redacted`: no option secret, no URL userinfo or query), then every
-    secret scrubbed. `argv`: the arguments after ``evalkit`` (default: this process's)."""
-    from .backends.spec import BackendSpec
-    from .errors import EvalkitError
-
-    def safe(arg: str) -> str:
-        flag, eq, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
-        try:
-            spec = BackendSpec.parse(value)
-        except (EvalkitError, ValueError):
-            return arg
-        hidden = spec.redacted()
-        if hidden.spec == spec.spec:
-            return arg
-        return f"{flag}{eq}" + (f"{spec.label}={hidden.spec}" if value.startswith(f"{spec.label}=") else hidden.spec)
-
-    args = sys.argv[1:] if argv is None else argv
-    return scrub(shlex.join(["evalkit", *(safe(a) for a in args)]), key_shaped=True)
 
 
 class _Scrubbed:

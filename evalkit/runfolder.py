@@ -46,7 +46,7 @@ from .errors import CorpusError, UsageError
 from .interrupt import on_stop
 from .jsonio import DISK_ERRNOS, canonical_sha, disk_full, line, read_json, write_json
 from .paths import check_name
-from .redact import command
+from .backends.spec import redacted_command
 from .status import NOTEBOOK_FAILED, SCORED, Failed, failure_of, status_of
 
 __all__ = [
@@ -424,7 +424,7 @@ def hold(folder: str | Path) -> Iterator[None]:
     except Timeout:
         try:
             h = read_json(folder / LOCK_HOLDER)
-            holder = f"pid {h['pid']} on {h['host']} since {h['since']}: {command(shlex.split(h['command'])[1:])}"
+            holder = f"pid {h['pid']} on {h['host']} since {h['since']}: {redacted_command(shlex.split(h['command'])[1:])}"
         except Exception:  # noqa: BLE001 - it is taking the lock right now, or left no note
             holder = "another evalkit process"
         raise RunLocked(f"{folder} is being written by a live run ({holder}); wait for it to finish, "
@@ -433,7 +433,7 @@ def hold(folder: str | Path) -> Iterator[None]:
     try:
         with on_stop(lambda: note.unlink(missing_ok=True)):  # a stopped worker process leaves no note behind
             write_json(note, {"pid": os.getpid(), "host": socket.gethostname(),
-                              "command": command(),  # redacted: the note outlives a killed run
+                              "command": redacted_command(),  # redacted: the note outlives a killed run
                               "since": datetime.now(timezone.utc).isoformat(timespec="seconds")})
             yield
     finally:

@@ -38,14 +38,14 @@ from typing import Any, Callable
 from . import __version__, runfolder
 from .corpus import Member, Task, load_member, load_tasks
 from .errors import (EXIT_BACKEND, EXIT_CASSETTE, EXIT_FAILED, EXIT_INTEGRITY, EXIT_INVALID, EXIT_OK, CassetteError,
-                     CorpusError, EvalkitError, IntegrityError, InvalidCorpus, LimitExceeded, SourceMissing, UsageError)
+                     CorpusError, EvalkitError, IntegrityError, InvalidCorpus, LimitExceeded, SourceMissing, UsageError, UnreadableSource)
 from .backends import BackendSpec, check_labels, labels_slug
 from .interrupt import Interrupted
 from .jsonio import remove_partials
 from .pipeline import backend_context, extraction_record, is_current, render_request, score_home
 from .paths import member_ref
 from .runfolder import Home, hold
-from .sources import Document, UnreadableSource, check_integrity, read_document, sha256_file
+from .sources import Document, check_integrity, read_document, sha256_file
 from .stats import SEED
 from .summary import write_summary
 from .status import ERROR, INVALID_INPUT, NOT_COVERED, NOTEBOOK_FAILED, REFUSED, SCORED, Failed, failure_of
@@ -275,8 +275,8 @@ def gate_members(members: list[Member], sources: Path | None, outcomes: list[Out
 
 
 def command_line(argv: list[str] | None = None) -> str:
-    """The command as run.json keeps it (`redact.command`): a key typed on the command line never reaches an artefact."""
-    from .redact import command
+    """The command as run.json keeps it (`spec.redacted_command`): a key typed on the command line never reaches an artefact."""
+    from .backends.spec import redacted_command as command
 
     return command(argv)
 

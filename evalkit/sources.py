@@ -20,19 +20,13 @@ from pathlib import Path
 
 from .corpus import SOURCES_ENV, Member
 from . import limits
-from .errors import CorpusError, IntegrityError, LimitExceeded, SourceMissing
+from .errors import CorpusError, IntegrityError, LimitExceeded, SourceMissing, UnreadableSource, UnsupportedInput
 from .paths import inside
 
 __all__ = ["Document", "IntegrityError", "NoTextLayer", "SourceMissing", "UnreadableSource", "UnsupportedInput",
            "check_input", "check_integrity", "document_parts", "read_document", "read_sidecar", "source_paths"]
 
 
-class UnreadableSource(CorpusError):
-    """A source document that is present but cannot be read as what it claims to be (a corrupt PDF)."""
-
-
-class UnsupportedInput(UnreadableSource):
-    """A source the run's input mode cannot send (a text file in the ``pdf`` or ``images`` mode): refused."""
 
 
 class NoTextLayer(CorpusError):

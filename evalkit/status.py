@@ -58,6 +58,8 @@ from typing import Any, Mapping
 
 SCORED, ERROR, SKIPPED, REFUSED, NOT_COVERED = "scored", "error", "skipped", "refused", "not_covered"
 STATUSES = (SCORED, ERROR, NOT_COVERED, SKIPPED)  # what a member × backend is counted as (refused: a skip)
+# A budget stop's error text: the pool writes it on the call it did not start, `classify` reads it.
+SKIPPED_PREFIX = "skipped:"
 OK = "ok"  # extraction.json: the backend returned an answer (to be scored, whatever its shape)
 
 # A scored answer's parse outcome (`parse_outcome`); ``recovered`` is a note on an ok answer, not an outcome.
@@ -115,8 +117,6 @@ def classify(completion: Any, provider: str | None) -> Failed | None:
     truncated answer is the model's real output, even when the backend noted an error beside it.
     `provider`: the backend's ``provider`` attribute ("openai", "anthropic", "python",
     "predictions", ...)."""
-    from .pool import SKIPPED_PREFIX
-
     error = completion.error
     if not error or completion.parse != "error":
         return None

@@ -26,6 +26,7 @@ from corpus_factory import make_corpus
 from servers.fixtures import PLANTED_OPENAI, _clean_env  # noqa: F401 - fixture
 from servers.openai_fake import OpenAIFake
 from evalkit import redact
+from evalkit.backends.spec import redacted_command
 from evalkit.runfolder import LOCK_HOLDER
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -246,4 +247,4 @@ def test_a_backend_spec_s_url_credentials_are_secrets_wherever_echoed():
     echoed = f"Connection refused: https://user:{PASSWORD}@h/v1?api_key={TOKEN.replace('-', '%2D')}"
     assert redact.scrub(echoed) == ("Connection refused: https://user:[backend URL credential redacted]@h/v1"
                                     "?api_key=[backend URL api_key redacted]")
-    assert redact.command(["run", "--backend", str(spec)]) == "evalkit run --backend x=openai:url=https://h/v1"
+    assert redacted_command(["run", "--backend", str(spec)]) == "evalkit run --backend x=openai:url=https://h/v1"

@@ -20,9 +20,11 @@ import nbformat
 import psutil
 import pytest
 
+from evalkit.errors import EvalkitError
+
 from conftest import mini_corpus
 from corpus_factory import make_corpus
-from evalkit.runfolder import UNFINISHED
+from evalkit.runfolder import UNFINISHED, read_sweep_json
 
 ROOT = Path(__file__).resolve().parent.parent
 GATE_ENV = "EVALKIT_TEST_GATE"  # read by the test pipeline and scorer below, never by evalkit
@@ -244,8 +246,8 @@ def test_a_stopped_sweep_keeps_finished_members_and_the_same_command_runs_the_re
 
     def hostile_recorded() -> bool:
         try:
-            return "mini/hostile" in json.loads((out / "sweep.json").read_text())["members"]
-        except (OSError, ValueError):
+            return "mini/hostile" in read_sweep_json(out)["members"]  # sweep.json and the members' sidecar
+        except (OSError, ValueError, KeyError, EvalkitError):
             return False
 
     with live(gate, *args) as proc:  # member "plain" is held in a kernel two worker processes down

@@ -38,7 +38,8 @@ from ..errors import Escape, EvalkitError, UsageError
 from ..redact import remember
 
 __all__ = ["BackendSpec", "SECRET_KEYS", "LOCAL_KEYS", "FILE_KEYS", "redact_stored", "redact_url", "check_label",
-           "check_labels", "label_folder", "folder_label", "labels_slug", "DEFAULT_CASSETTE", "default_specs"]
+           "check_labels", "label_folder", "folder_label", "labels_slug", "DEFAULT_CASSETTE", "default_specs",
+           "redacted_command"]
 
 SECRET_KEYS = frozenset({"key", "api_key", "apikey", "token", "secret", "password", "auth", "authorization", "bearer"})
 FILE_KEYS = ("path", "dir", "file", "cassette")  # options naming a local file or folder
@@ -220,3 +221,28 @@ def default_specs() -> tuple[BackendSpec, ...]:
     if not DEFAULT_CASSETTE.is_file():
         return (BackendSpec("fake", "fake"),)
     return (BackendSpec("gemma-3-270m", "cassette", {"path": os.path.relpath(DEFAULT_CASSETTE)}),)
+
+
+def redacted_command(argv: list[str] | None = None) -> str:
+    """The command as an artefact, a lock note or a message may quote it: every backend SPEC among the
+    arguments redacted (`BackendSpec.redacted`: no option secret, no URL userinfo or query), then every
+    secret scrubbed. `argv`: the arguments after ``evalkit`` (default: this process's)."""
+    import shlex
+    import sys
+
+    from ..errors import EvalkitError
+    from ..redact import scrub
+
+    def safe(arg: str) -> str:
+        flag, eq, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
+        try:
+            spec = BackendSpec.parse(value)
+        except (EvalkitError, ValueError):
+            return arg
+        hidden = spec.redacted()
+        if hidden.spec == spec.spec:
+            return arg
+        return f"{flag}{eq}" + (f"{spec.label}={hidden.spec}" if value.startswith(f"{spec.label}=") else hidden.spec)
+
+    args = sys.argv[1:] if argv is None else argv
+    return scrub(shlex.join(["evalkit", *(safe(a) for a in args)]), key_shaped=True)

@@ -25,7 +25,7 @@ def fail(err: EvalkitError) -> None:
 
 def _stopped(err: KeyboardInterrupt, args: list[str]) -> None:
     from ..interrupt import Interrupted, received
-    from ..redact import command as quoted
+    from ..backends.spec import redacted_command as quoted
 
     sig = err.signum if isinstance(err, Interrupted) else received()
     done = err.done if isinstance(err, Interrupted) else ""
