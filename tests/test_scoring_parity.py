@@ -20,6 +20,8 @@ from evalkit.runner import RunOptions, run
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = Path(os.environ.get("EVALKIT_SOURCES", ROOT.parent / "shared" / "data"))
 TASKS = {"deal-memos", "deal-memos-terms", "cuad-contracts", "encyclopedia", "adventure"}
+# Bundled after the default cassette was recorded (text-only, earlier): it covers none of their members.
+UNRECORDED = {"invoices", "deal-memos-scanned"}
 
 
 def scores(run_dir: Path) -> dict[str, bytes]:
@@ -28,7 +30,8 @@ def scores(run_dir: Path) -> dict[str, bytes]:
 
 def test_notebooks_and_no_notebooks_write_the_same_score_json_on_every_bundled_task(tmp_path):
     tasks = load_tasks(DEFAULT_CORPUS)
-    assert {t.id for t in tasks} == TASKS
+    assert {t.id for t in tasks} == TASKS | UNRECORDED
+    tasks = [t for t in tasks if t.id not in UNRECORDED]
     sources = SOURCES if SOURCES.is_dir() else None
     chosen = []
     for t in tasks:
