@@ -129,7 +129,7 @@ def _score_encounters(R: _Rows, site: str, level: int, a: Area, xa: XArea, catal
         if e.name.strip():
             groups.setdefault(fold(e.name), []).append(e)
     if a.encounters is None:
-        for f, g in groups.items():
+        for g in groups.values():
             R.add("encounters", "name", site, level, a.key, None, g[0].name, "ignored",
                   "the truth asserts nothing about this area's encounters")
         return
