@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .gate import is_missing
-from .normalize import document_keys, id_key, numbers_close, parse_date, parse_duration, parse_number
+from .normalize import document_keys, id_key, is_token_run, numbers_close, parse_date, parse_duration, parse_number
 from .text import normalize
 
 OUTCOMES = ("grounded", "right_value_wrong_evidence", "evidence_does_not_support", "evidence_not_found",
@@ -108,16 +108,7 @@ def _numbers(quote: str, amounts: bool = False) -> list[float]:
 def _token_run(text: str, value: Any) -> bool:
     """The value's id key (case folded, separators dropped) is a run of whole tokens of the text (a token as
     the invention rule reads it: `INV-2026-014` is one, so `INV-2026` is a fragment)."""
-    keys, want = document_keys(text), id_key(value)
-    for i in range(len(keys)):
-        run = ""
-        for k in keys[i:]:
-            run += k
-            if run == want:
-                return True
-            if not want.startswith(run):
-                break
-    return False
+    return is_token_run(document_keys(text), id_key(value))
 
 
 def bears(kind: str, value: Any, quote: str, tolerance: float = 0.0, derive: str | None = None) -> bool:

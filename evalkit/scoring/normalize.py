@@ -304,16 +304,22 @@ def unstated(keys: list[str], value: object, pattern: str | None = None) -> str 
         return f"does not match the field's declared pattern {pattern!r}"
     if not identifier_shaped(value, pattern):
         return "not identifier-shaped (no digit and letter together, no declared pattern it matches)"
-    want = id_key(value)
+    if is_token_run(keys, id_key(value)):
+        return None
+    return "not a whole token or token run of the source, separators and case aside"
+
+
+def is_token_run(keys: list[str], want: str) -> bool:
+    """Whether the id key `want` is a run of consecutive whole document tokens (`keys`, `document_keys`)."""
     for i in range(len(keys)):
         run = ""
         for k in keys[i:]:
             run += k
             if run == want:
-                return None
+                return True
             if not want.startswith(run):
                 break
-    return "not a whole token or token run of the source, separators and case aside"
+    return False
 
 
 # A trailing parenthetical that defines an alias: ("AIG"), (the "Company"),
