@@ -3,7 +3,7 @@
 Starts a local OpenAI-compatible server (tests/servers/openai_fake.py, its own
 process) that answers every chat completion after a fixed latency, then runs
 evalkit's extraction path — `build_backends` + the `openai:` backend (official
-SDK) + `evalkit.pool` — for N single-call members at a given concurrency in a
+SDK) + `evalkit.execution.pool` — for N single-call members at a given concurrency in a
 FRESH Python process, and times that whole process from spawn to exit
 (interpreter start, imports, client creation, all calls, shutdown).
 
@@ -37,7 +37,7 @@ import json, sys, time
 t0 = time.perf_counter()
 from evalkit.backends import BackendSpec, Request
 from evalkit.backends.resolve import build_backends
-from evalkit.pool import Job, run_pool
+from evalkit.execution.pool import Job, run_pool
 url, n, concurrency = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 t_import = time.perf_counter()
 schema = {"type": "object", "properties": {"echo": {"type": "string"}, "chars": {"type": "integer"}}}

@@ -32,8 +32,8 @@ TASK = "deal-memos"
 def template(root: Path) -> Path:
     """A real fake-backend run of the bundled deal-memos task (no notebooks, no HTML): the files copied."""
     from evalkit.backends import BackendSpec
-    from evalkit.corpus import DEFAULT_CORPUS
-    from evalkit.runner import RunOptions, run
+    from evalkit.corpus.tasks import DEFAULT_CORPUS
+    from evalkit.stages.runner import RunOptions, run
 
     out = root / "template"
     if not (out / TASK).is_dir():
@@ -76,9 +76,9 @@ def _planted(score: dict, i: int, side: str) -> dict:
 
 def synthetic_runs(root: Path, members: int, tpl: Path | None = None) -> tuple[Path, Path]:
     """Runs ``root/A`` and ``root/B`` of `members` deal-memos members each (``m00000`` …), made from the
-    template run's files through `evalkit.runfolder`'s writers; the same files for the same `members`."""
-    from evalkit import runfolder
-    from evalkit.jsonio import unsynced
+    template run's files through `evalkit.results.runfolder`'s writers; the same files for the same `members`."""
+    from evalkit._util.jsonio import unsynced
+    from evalkit.results import runfolder
 
     tpl = tpl or template(root)
     homes = [h for h in sorted((tpl / TASK).iterdir()) if (h / "fake" / runfolder.SCORE).is_file()]
@@ -93,8 +93,8 @@ def synthetic_runs(root: Path, members: int, tpl: Path | None = None) -> tuple[P
 
 
 def _write_runs(root: Path, names: list[str], scores: list[dict], extractions: list[dict], run_json: dict) -> None:
-    from evalkit import runfolder
-    from evalkit.jsonio import write_json
+    from evalkit._util.jsonio import write_json
+    from evalkit.results import runfolder
 
     for side in ("A", "B"):
         run_dir = root / side

@@ -29,7 +29,7 @@ from conftest import mini_corpus  # noqa: E402
 from corpus_factory import make_corpus  # noqa: E402
 from test_interrupt import GATED_SCORER, PIPELINE, live, wait_for  # noqa: E402
 
-from evalkit.runfolder import EXTRACTION  # noqa: E402
+from evalkit.results.runfolder import EXTRACTION  # noqa: E402
 
 
 def _gone(tree: list[psutil.Process], deadline: float) -> float | None:

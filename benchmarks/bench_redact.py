@@ -42,7 +42,7 @@ def main() -> None:
     for i, key in enumerate(planted):
         os.environ[f"BENCH{i}_API_KEY"] = key
 
-    from evalkit import redact
+    from evalkit.backends import redact
     from evalkit.backends.cassette import completion_from_record
 
     records = [json.loads(line) for line in CASSETTE.read_text(encoding="utf-8").splitlines() if line.strip()]

@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 import papermill
 
-from evalkit.runfolder import read_run_json
+from evalkit.results.runfolder import read_run_json
 
 ROOT = Path(__file__).resolve().parent.parent
 

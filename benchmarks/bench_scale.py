@@ -271,7 +271,7 @@ def _disk(folder: Path) -> int:
 
 
 def curve(corpus: Path, runs: Path, points: list[int], workers: int) -> None:
-    from evalkit.runfolder import SWEEP_JSON
+    from evalkit.results.runfolder import SWEEP_JSON
 
     env = _env()
     base = [sys.executable, "-m", "evalkit.cli", "sweep", "--corpus", str(corpus), "--backend", "fake",
@@ -302,7 +302,7 @@ def curve(corpus: Path, runs: Path, points: list[int], workers: int) -> None:
 
 def _check_members(out: Path, n: int) -> None:
     """Every member ran: the sweep's record of its members, or the run's."""
-    from evalkit.runfolder import read_run_json, read_sweep_json
+    from evalkit.results.runfolder import read_run_json, read_sweep_json
 
     swept = read_sweep_json(out).get("members")
     if swept is not None:

@@ -10,7 +10,7 @@ __all__ = ["run", "score", "load_run", "RunTables", "__version__"]
 
 def __getattr__(name: str):
     if name in ("run", "score", "load_run", "RunTables"):
-        from . import api
+        from evalkit import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'evalkit' has no attribute {name!r}")

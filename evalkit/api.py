@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
-from .backends import BackendSpec
+from evalkit.backends import BackendSpec
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .runner import RunResult
+    from evalkit.stages.runner import RunResult
 
 __all__ = ["run", "score", "load_run", "RunTables"]
 
@@ -48,7 +48,8 @@ def run(corpus: str | Path, backends: Iterable[str | BackendSpec], *, out: str |
     Returns the `RunResult`: ``run_dir``, one `Outcome` per member × backend (status, score, passed,
     metrics) and ``exit_code`` (what `evalkit run` would exit with). Load its tables with `load_run`.
     """
-    from .runner import run as run_with, run_options
+    from evalkit.stages.runner import run as run_with
+    from evalkit.stages.runner import run_options
 
     return run_with(run_options(corpus=corpus, backends=_specs(backends), sources=sources, tasks=tasks, only=only,
                                 out=out, threshold=threshold, notebooks=notebooks, html=html and notebooks,
@@ -60,7 +61,7 @@ def score(corpus: str | Path, predictions: str | Path, **kwargs) -> RunResult:
 
     Takes `run`'s keyword arguments (`out`, `sources`, `tasks`, `only`, `threshold`, `notebooks`, `html`,
     `workers`); the backend is labelled ``predictions``."""
-    from .errors import EvalkitError
+    from evalkit.errors import EvalkitError
 
     if not Path(predictions).is_dir():
         raise EvalkitError(f"{predictions}: predictions folder not found")
@@ -85,7 +86,7 @@ class RunTables:
         """One row per task × backend: every count of summary.json (`evalkit.status.count`, the one counter)."""
         import pandas as pd
 
-        from .status import count
+        from evalkit.status import count
 
         rows = [{"task": task, "backend": backend, **count(m.to_dict("records")).to_json()}
                 for (task, backend), m in self.members.groupby(["task", "backend"], sort=False)]
@@ -95,8 +96,8 @@ class RunTables:
 def _unscored_rows(path: str | Path) -> list[dict]:
     """The member × backends a run has no result folder for, from its summary.json: not covered (per
     backend) and skipped or refused (the task's members the gate left out, for each backend)."""
-    from .runfolder import read_run_json, read_summary
-    from .status import NOT_COVERED, SKIPPED, shown
+    from evalkit.results.runfolder import read_run_json, read_summary
+    from evalkit.status import NOT_COVERED, SKIPPED, shown
 
     heldout = set(read_run_json(path).get("heldout") or [])
     rows = []
@@ -112,14 +113,14 @@ def _unscored_rows(path: str | Path) -> list[dict]:
 
 
 def load_run(path: str | Path) -> RunTables:
-    """The member and item tables of the run folder at `path` (`evalkit.report.load_scores` per task, and a
+    """The member and item tables of the run folder at `path` (`evalkit.report.frames.load_scores` per task, and a
     row for each member × backend that was not covered or skipped); `RunTables.counts` counts them.
 
     Raises `evalkit.errors.CorpusError` when `path` is not a folder."""
     import pandas as pd
 
-    from .report import MEMBER_COLUMNS, load_scores
-    from .runfolder import scan
+    from evalkit.report.frames import MEMBER_COLUMNS, load_scores
+    from evalkit.results.runfolder import scan
 
     tasks = sorted({s.task for s in scan(path, status=None, unscored=True)})
     frames = [load_scores(path, t) for t in tasks]

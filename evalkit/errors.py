@@ -43,7 +43,7 @@ class CorpusError(EvalkitError):
 
 class Escape(CorpusError):
     """A path or name that would lead outside its folder (corpus, sources, task or run folder),
-    refused before anything is read, imported or written (`evalkit.paths`)."""
+    refused before anything is read, imported or written (`evalkit._util.paths`)."""
 
 
 class LimitExceeded(CorpusError):
@@ -53,7 +53,7 @@ class LimitExceeded(CorpusError):
 
 class NonFinite(CorpusError):
     """A NaN or Infinity on its way into a JSON file (JSON has neither; strict parsers refuse them):
-    refused, naming the file and the key path, before anything is written (`evalkit.jsonio`)."""
+    refused, naming the file and the key path, before anything is written (`evalkit._util.jsonio`)."""
 
 
 class InvalidCorpus(CorpusError):

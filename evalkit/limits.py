@@ -38,11 +38,11 @@ class Limit:
         try:
             v = float(raw)
         except ValueError:
-            from .errors import UsageError
+            from evalkit.errors import UsageError
 
             raise UsageError(f"{self.env}={raw!r}: expected a number of {self.unit}") from None
         if v <= 0:
-            from .errors import UsageError
+            from evalkit.errors import UsageError
 
             raise UsageError(f"{self.env}={raw!r}: must be positive")
         return v

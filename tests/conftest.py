@@ -121,8 +121,8 @@ def prepare_run(root: Path) -> list:
     The layout is the same under any `root`, so two runs can be compared byte for byte.
     """
     from evalkit.backends import BackendSpec
-    from evalkit.execute import plan_member, plan_report
-    from evalkit.pipeline import extract_member
+    from evalkit.execution.execute import plan_member, plan_report
+    from evalkit.stages.pipeline import extract_member
 
     corpus = mini_corpus(root / "corpus")
     run_dir = root / "run"
@@ -136,7 +136,7 @@ def prepare_run(root: Path) -> list:
 @pytest.fixture(scope="session")
 def executed_run(tmp_path_factory):
     """One executed run of the mini task: (root, run_dir, results). Read-only for tests."""
-    from evalkit.execute import execute
+    from evalkit.execution.execute import execute
 
     root = tmp_path_factory.mktemp("run1")
     results = execute(prepare_run(root), workers=2)

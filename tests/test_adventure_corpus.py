@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalkit.corpus import load_task, load_truth
-from evalkit.validate import validate_corpus
+from evalkit.corpus.sources import check_integrity, read_document
+from evalkit.corpus.tasks import load_task, load_truth
 from evalkit.scoring import ScoreContext
-from evalkit.sources import check_integrity, read_document
+from evalkit.stages.validate import validate_corpus
 
 REPO = Path(__file__).resolve().parent.parent
 TASK_DIR = REPO / "corpus" / "adventure"

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 import evalkit
+from evalkit.board.scaffold import EXAMPLE_MEMBER, EXAMPLE_TASK, init_project
 from evalkit.errors import EXIT_FAILED, EXIT_OK, CorpusError
-from evalkit.scaffold import EXAMPLE_MEMBER, EXAMPLE_TASK, init_project
 
 
 @pytest.fixture

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from corpus_factory import make_corpus, write_yaml
-from evalkit.corpus import load_member, load_task, task_dirs
+
+from evalkit.corpus.tasks import load_member, load_task, task_dirs
 from evalkit.errors import InvalidCorpus
-from evalkit.validate import validate_corpus
+from evalkit.stages.validate import validate_corpus
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -114,7 +114,7 @@ def test_a_declared_self_test_is_checked_and_its_reason_printed_by_the_fake_run(
 
 
 def test_every_bundled_member_scores_itself_100_percent_or_declares_why():
-    from evalkit.corpus import DEFAULT_CORPUS
+    from evalkit.corpus.tasks import DEFAULT_CORPUS
 
     declared = [m.key for t in task_dirs(DEFAULT_CORPUS) for m in load_task(t).members() if m.manifest.self_test]
     assert declared == ["adventure/jn1-chaotic-caves"]

@@ -6,14 +6,14 @@ import json
 import logging
 
 import pytest
-
 from corpus_factory import specs
+from servers.fixtures import PLANTED_ANTHROPIC, SCHEMA, _clean_env, ant, req  # noqa: F401 - fixtures
+
 from evalkit.backends.cassette import load_records
 from evalkit.backends.failures import read_failures, read_recovered
 from evalkit.backends.resolve import build_backends, plan, resolve_backends
 from evalkit.errors import BackendError
-from evalkit.pool import Job, run_jobs
-from servers.fixtures import PLANTED_ANTHROPIC, SCHEMA, _clean_env, ant, req  # noqa: F401 - fixtures
+from evalkit.execution.pool import Job, run_jobs
 
 SPEC = "c=anthropic:model=claude-haiku-4-5,timeout=5,max_retries=2"
 

@@ -6,14 +6,14 @@ import json
 import time
 
 import pytest
-
 from corpus_factory import specs
+from servers.fixtures import PLANTED_OPENAI, SCHEMA, _clean_env, oai, req  # noqa: F401 - fixtures
+from servers.openai_fake import OpenAIFake
+
 from evalkit.backends.cassette import load_records
 from evalkit.backends.failures import read_failures, read_recovered
 from evalkit.backends.resolve import build_backends
-from evalkit.pool import Job, run_jobs
-from servers.fixtures import PLANTED_OPENAI, SCHEMA, _clean_env, oai, req  # noqa: F401 - fixtures
-from servers.openai_fake import OpenAIFake
+from evalkit.execution.pool import Job, run_jobs
 
 
 def spec(server, extra: str = "") -> str:

@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from evalkit.backends.parse import parse_record
-from evalkit.errors import UsageError
 from evalkit.backends.live import call_budgets
-from evalkit.pricing import DEFAULT_PRICES, PriceTable, estimate_tokens
+from evalkit.backends.parse import parse_record
+from evalkit.backends.pricing import DEFAULT_PRICES, PriceTable, estimate_tokens
+from evalkit.errors import UsageError
 
 
 @pytest.mark.parametrize("text, record, outcome", [
@@ -62,8 +62,8 @@ def test_bound_counts_every_budget_and_every_send():
 
 
 def test_every_model_a_default_spec_names_is_priced_with_its_source_and_date():
-    from evalkit.backends.anthropic import DEFAULT_MODEL
     from evalkit.backends import BackendSpec, provider
+    from evalkit.backends.anthropic import DEFAULT_MODEL
     from evalkit.backends.resolve import resolve_backends
 
     judge = resolve_backends([BackendSpec.parse("anthropic", label="judge")], env={})[0].model  # `--judge anthropic`
@@ -101,6 +101,7 @@ def test_price_file_may_give_cache_and_batch_rates_and_never_guesses_them(tmp_pa
 
 def test_dry_run_shows_what_prompt_caching_saves():
     from corpus_factory import specs
+
     from evalkit.backends import Request
     from evalkit.backends.resolve import plan, resolve_backends
 

@@ -11,11 +11,11 @@ import json
 from pathlib import Path
 
 import pytest
-
 from corpus_factory import add_member, cli, write_yaml
-from evalkit.band import README_END, README_START, compute_band, render_markdown
-from evalkit.regress import compare, direction
-from evalkit.stats import mean_ci, sign_flip_p
+
+from evalkit.board.regress import compare, direction
+from evalkit.results.band import README_END, README_START, compute_band, render_markdown
+from evalkit.scoring.stats import mean_ci, sign_flip_p
 
 TASK = {
     "id": "memos",
@@ -44,9 +44,9 @@ def cassette(corpus: Path, path: Path, changes: dict[str, dict]) -> Path:
     """A cassette as a recording session would leave it: one record per member's extraction request."""
     from evalkit.backends import Completion
     from evalkit.backends.cassette import make_record
-    from evalkit.corpus import load_task
-    from evalkit.pipeline import render_request
-    from evalkit.sources import check_integrity, read_document
+    from evalkit.corpus.sources import check_integrity, read_document
+    from evalkit.corpus.tasks import load_task
+    from evalkit.stages.pipeline import render_request
 
     task = load_task(corpus / "memos")
     lines = []
@@ -211,11 +211,11 @@ def test_check_and_band_are_library_functions_the_commands_only_print(world, tmp
     from contextlib import redirect_stdout
 
     from evalkit.backends import BackendSpec
-    from evalkit.band import measure
+    from evalkit.board.regress import check
     from evalkit.errors import EXIT_FAILED
-    from evalkit.regress import check
-    from evalkit.runner import RunOptions
-    from evalkit.scoreboard import update_scoreboard
+    from evalkit.results.band import measure
+    from evalkit.results.scoreboard import update_scoreboard
+    from evalkit.stages.runner import RunOptions
 
     board = tmp_path / "board.json"
     update_scoreboard(world["runs"] / "standing", board, corpus=world["corpus"])  # the recording "a" standing

@@ -8,12 +8,12 @@ import json
 import math
 
 import pytest
-
 from corpus_factory import cli, make_corpus, specs
-from evalkit.band import compute_band, member_sd
+
+from evalkit.board.sweep import sweep
 from evalkit.errors import EXIT_OK, EXIT_USAGE, UsageError
-from evalkit.runner import RunOptions
-from evalkit.sweep import sweep
+from evalkit.results.band import compute_band, member_sd
+from evalkit.stages.runner import RunOptions
 
 
 def preds(root, name, rates):

@@ -14,21 +14,20 @@ import time
 from pathlib import Path
 
 import pytest
-
 from corpus_factory import specs
-from evalkit import runfolder
-from evalkit.backends.batch import prefill
-from evalkit.pool import run_async
-from evalkit.backends.cassette import load_records
-from evalkit.backends.failures import read_failures
-from evalkit.backends.resolve import build_backends
-from evalkit.corpus import DEFAULT_CORPUS
-from evalkit.status import extraction_status
-from evalkit.pool import Job, run_jobs
-from evalkit.runner import RunOptions, run
 from servers.anthropic_fake import AnthropicFake
 from servers.fixtures import PLANTED_ANTHROPIC, _clean_env, req  # noqa: F401 - fixtures
 from servers.openai_fake import OpenAIFake
+
+from evalkit.backends.batch import prefill
+from evalkit.backends.cassette import load_records
+from evalkit.backends.failures import read_failures
+from evalkit.backends.resolve import build_backends
+from evalkit.corpus.tasks import DEFAULT_CORPUS
+from evalkit.execution.pool import Job, run_async, run_jobs
+from evalkit.results import runfolder
+from evalkit.stages.runner import RunOptions, run
+from evalkit.status import extraction_status
 
 ROOT = Path(__file__).resolve().parent.parent
 HAIKU = "c=anthropic:model=claude-haiku-4-5,max_retries=0"
@@ -113,8 +112,8 @@ def test_a_batch_run_killed_mid_poll_resumes_its_batch_without_submitting_again(
     out = tmp_path / "run"
     driver = (f"import sys; sys.path.insert(0, {str(ROOT / 'tests')!r})\n"
               "from corpus_factory import specs\n"
-              "from evalkit.corpus import DEFAULT_CORPUS\n"
-              "from evalkit.runner import RunOptions, run\n"
+              "from evalkit.corpus.tasks import DEFAULT_CORPUS\n"
+              "from evalkit.stages.runner import RunOptions, run\n"
               f"r = run(RunOptions(corpus=DEFAULT_CORPUS, backends=specs({HAIKU!r}), tasks=['deal-memos'], "
               f"only=['clean-single-term', 'foreign-id', 'percent-words'], out={str(out)!r}, notebooks=False, "
               "html=False, workers=1, batch=True))\n"

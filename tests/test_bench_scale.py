@@ -9,8 +9,8 @@ from pathlib import Path
 
 import yaml
 
-from evalkit.corpus import load_tasks
-from evalkit.validate import validate_corpus
+from evalkit.corpus.tasks import load_tasks
+from evalkit.stages.validate import validate_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -8,12 +8,12 @@ import subprocess
 from pathlib import Path
 
 from click.testing import CliRunner
-
 from conftest import HOSTILE_IMG, HOSTILE_SCRIPT
-from evalkit import chrome
-from evalkit.boardpage import board_changes, previous_board, render_board_html, standings
-from evalkit.cli import main
 from test_render import inline, policy, sha256_source, tags
+
+from evalkit.cli import main
+from evalkit.report import chrome
+from evalkit.report.boardpage import board_changes, previous_board, render_board_html, standings
 
 
 def _entry(score: float, passed: bool, run_id: str = "sweep-x", accuracy: float | None = None) -> dict:
@@ -108,7 +108,7 @@ def test_report_scoreboard_renders_standings_band_and_changes_since_the_last_com
 
 
 def test_the_board_page_shows_held_out_figures_apart():
-    from evalkit.boardpage import render_board_html
+    from evalkit.report.boardpage import render_board_html
 
     board = _board({("memos", "a", "gemma"): _entry(0.75, True), ("memos", "b", "gemma"): _entry(0.25, False)})
     band = {"schema_version": 1, "tasks": {"memos": {

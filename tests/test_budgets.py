@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import pytest
-
 from corpus_factory import cli, specs
 from servers.fixtures import _clean_env, oai, req  # noqa: F401 - fixtures
+
 from evalkit.backends.openai import OpenAIBackend
+from evalkit.backends.pricing import Price, PriceTable, request_chars
 from evalkit.backends.resolve import plan, resolve_backends
-from evalkit.pool import Job, run_pool
-from evalkit.pricing import Price, PriceTable, request_chars
+from evalkit.execution.pool import Job, run_pool
 
 ONLY = ["--task", "deal-memos", "--only", "clean-single-term"]
 

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from corpus_factory import TASK, add_member, cli, write_yaml
-from evalkit import chrome
-from evalkit.publish import write_byom_report as report_byom
-from evalkit.publish import render_byom_html
-from evalkit.scoreboard import load_board
-from evalkit.sources import SIDECAR
+
+from evalkit.board.publish import render_byom_html
+from evalkit.board.publish import write_byom_report as report_byom
+from evalkit.corpus.sources import SIDECAR
+from evalkit.report import chrome
+from evalkit.results.scoreboard import load_board
 
 MARKER = "ZQX-MARKER-7731"
 

@@ -11,15 +11,15 @@ import time
 from pathlib import Path
 
 import pytest
-
 from corpus_factory import specs
-from evalkit.backends.cassette import Cassette, ReplayBackend, cassette_key, concat, load_records
-from evalkit.backends.failures import FailureLog, Failure, read_failures, sidecar_path
-from evalkit.backends.resolve import build_backends, check_guards, open_backends, plan, resolve_backends
-from evalkit.errors import CassetteCorrupt, CassetteError, CassetteMiss, UsageError
-from evalkit.pool import Job, run_jobs
 from servers.fixtures import _clean_env, oai, req  # noqa: F401 - fixtures
 from servers.openai_fake import OpenAIFake
+
+from evalkit.backends.cassette import Cassette, ReplayBackend, cassette_key, concat, load_records
+from evalkit.backends.failures import Failure, FailureLog, read_failures, sidecar_path
+from evalkit.backends.resolve import build_backends, check_guards, open_backends, plan, resolve_backends
+from evalkit.errors import CassetteCorrupt, CassetteError, CassetteMiss, UsageError
+from evalkit.execution.pool import Job, run_jobs
 
 TESTS = Path(__file__).resolve().parent
 
@@ -281,7 +281,7 @@ KILL_SCRIPT = r"""
 import sys
 from evalkit.backends import BackendSpec, Request
 from evalkit.backends.resolve import build_backends
-from evalkit.pool import Job, run_jobs
+from evalkit.execution.pool import Job, run_jobs
 url, cas = sys.argv[1], sys.argv[2]
 (b,) = build_backends([BackendSpec.parse(f"g=openai:url={url}/v1,model=gemma-3-270m")], [f"g={cas}"])
 reqs = [Request(member=f"deals/m{i}", call_type="extract", system="s", user=f"doc {i}",

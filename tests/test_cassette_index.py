@@ -12,15 +12,23 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from corpus_factory import specs
 
 import evalkit.backends.cassette as cassette_mod
-from corpus_factory import specs
 from evalkit.backends.base import Completion, Request
-from evalkit.backends.cassette import (Cassette, RecordingBackend, ReplayBackend, cassette_key, encode_record,
-                                      index_path, load_records, make_record)
+from evalkit.backends.cassette import (
+    Cassette,
+    RecordingBackend,
+    ReplayBackend,
+    cassette_key,
+    encode_record,
+    index_path,
+    load_records,
+    make_record,
+)
 from evalkit.backends.resolve import plan, resolve_backends
 from evalkit.errors import CassetteCorrupt, CassetteError
-from evalkit.pool import Job, run_jobs
+from evalkit.execution.pool import Job, run_jobs
 
 
 class Echo:

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from corpus_factory import add_member, cli, write_yaml
+
 from evalkit.errors import EXIT_OK, EXIT_PARTIAL
 
 TASK = {
@@ -31,9 +31,9 @@ def cassette(corpus: Path, path: Path, members: list[str]) -> Path:
     """A recording of `members`' extraction requests, each answered with its truth."""
     from evalkit.backends import Completion
     from evalkit.backends.cassette import make_record
-    from evalkit.corpus import load_task
-    from evalkit.pipeline import render_request
-    from evalkit.sources import check_integrity, read_document
+    from evalkit.corpus.sources import check_integrity, read_document
+    from evalkit.corpus.tasks import load_task
+    from evalkit.stages.pipeline import render_request
 
     task = load_task(corpus / "memos")
     lines = []
@@ -86,12 +86,13 @@ def test_a_full_check_passes_and_gates_the_held_out_group(board):
     res = cli("check", root / "standing", "--corpus", corpus)
     assert res.exit_code == EXIT_OK, res.output
     assert "PARTIAL" not in res.output and "standing entries covered" not in res.output
-    from evalkit.regress import check
-    from evalkit.runner import RunOptions
+    from evalkit.board.regress import check
+    from evalkit.stages.runner import RunOptions
 
     out = check(RunOptions(corpus=corpus, backends=[]), run_dir=root / "standing")
     assert out.coverage.entries == out.coverage.covered == 13 and out.coverage.heldout_covered == 1
-    from evalkit.corpus import HELDOUT as HELD, TUNED
+    from evalkit.corpus.tasks import HELDOUT as HELD
+    from evalkit.corpus.tasks import TUNED
 
     assert {c.group for c in out.comparison.changes} == {TUNED, HELD}  # the held-out group is gated
 

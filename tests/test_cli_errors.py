@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
+from evalkit.board.scaffold import init_project
 from evalkit.errors import EXIT_USAGE
-from evalkit.scaffold import init_project
 
 
 @pytest.fixture(scope="module")

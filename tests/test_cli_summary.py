@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evalkit.board.sweep import MemberResult, SweepResult
 from evalkit.cli.summary import print_summary
-from evalkit.runfolder import Scored
-from evalkit.runner import Outcome, Recorded, RunResult
+from evalkit.results.runfolder import Scored
+from evalkit.results.summary import summarize
+from evalkit.stages.runner import Outcome, Recorded, RunResult
 from evalkit.status import Failed
-from evalkit.summary import summarize
-from evalkit.sweep import MemberResult, SweepResult
 
 
 def scored(member, backend, score, passed, acc):

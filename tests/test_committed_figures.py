@@ -11,10 +11,10 @@ import os
 from pathlib import Path
 
 import pytest
-
 from corpus_factory import cli
-from evalkit.corpus import DEFAULT_CORPUS
-from evalkit.runfolder import scan
+
+from evalkit.corpus.tasks import DEFAULT_CORPUS
+from evalkit.results.runfolder import scan
 
 ROOT = DEFAULT_CORPUS.parent
 SOURCES = Path(os.environ.get("EVALKIT_SOURCES", ROOT.parent / "shared" / "data"))

@@ -7,10 +7,12 @@ import re
 
 import numpy as np
 import pytest
-
-from evalkit import chrome, compare, stats
 from servers.fixtures import *  # noqa: F401,F403
 from test_judge import cli, evalkit, python_judge, run_graph, two_cassettes
+
+from evalkit.compare import sides as compare
+from evalkit.report import chrome
+from evalkit.scoring import stats
 
 
 def test_bootstrap_ci_is_seeded_and_brackets_the_micro_f1():

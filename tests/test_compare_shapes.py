@@ -10,11 +10,12 @@ import re
 from pathlib import Path
 
 import pytest
-
 from corpus_factory import specs
-from evalkit import compare, runfolder
-from evalkit.corpus import DEFAULT_CORPUS
-from evalkit.runner import RunOptions, run
+
+from evalkit.compare import sides as compare
+from evalkit.corpus.tasks import DEFAULT_CORPUS
+from evalkit.results import runfolder
+from evalkit.stages.runner import RunOptions, run
 
 PLANTED = Path(__file__).resolve().parent / "fixtures" / "deal-memos-planted"
 
@@ -92,7 +93,7 @@ def test_graph_and_tree_tasks_add_relation_type_f1_and_family_scores(tmp_path):
 
 
 def test_the_index_opens_with_the_task_by_backend_table(two_backends):
-    from evalkit.render import render_index
+    from evalkit.report.render import render_index
 
     html = render_index(two_backends).read_text()
     table = html[html.index("Results per task and backend"):html.index("</table>")]

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from corpus_factory import cli, make_corpus, write_yaml
+
 from evalkit.backends import BackendSpec, check_labels, folder_label, label_folder
 from evalkit.errors import Escape
 
@@ -334,7 +334,7 @@ def test_org_model_label_runs_end_to_end_under_a_safe_folder(world):
     assert [h["backend"] for h in history] == ["org/model"]
     index = (run / "index.html").read_text()
     assert "<td>org/model</td>" in index and "m0/org__model/score.html" in index
-    from evalkit.report import load_scores
+    from evalkit.report.frames import load_scores
 
     members, items = load_scores(run, "memos")
     assert list(members["backend"]) == ["org/model"] and set(items["backend"]) == {"org/model"}
@@ -398,8 +398,8 @@ def test_validate_never_writes_into_a_corpus(world):
 
 
 def test_bundled_corpus_still_validates_and_is_left_as_it_was():
-    from evalkit.corpus import DEFAULT_CORPUS
-    from evalkit.validate import validate_corpus
+    from evalkit.corpus.tasks import DEFAULT_CORPUS
+    from evalkit.stages.validate import validate_corpus
 
     sources = Path(os.environ.get("EVALKIT_SOURCES") or "/nonexistent")
     before = snapshot(DEFAULT_CORPUS)
@@ -410,7 +410,7 @@ def test_bundled_corpus_still_validates_and_is_left_as_it_was():
 
 
 def test_a_folder_whose_name_extends_the_roots_is_outside_it(tmp_path):
-    from evalkit.paths import inside
+    from evalkit._util.paths import inside
 
     (tmp_path / "corpus" / "a").mkdir(parents=True)
     (tmp_path / "corpus2").mkdir()

@@ -4,12 +4,12 @@ import subprocess
 import sys
 
 import pytest
-
 from corpus_factory import make_corpus, write_yaml
-from evalkit.corpus import load_task
-from evalkit.validate import validate_corpus
+
+from evalkit.corpus.sources import check_integrity
+from evalkit.corpus.tasks import load_task
 from evalkit.errors import CorpusError, IntegrityError, InvalidCorpus, SourceMissing
-from evalkit.sources import check_integrity
+from evalkit.stages.validate import validate_corpus
 
 
 def test_unknown_key_names_file_line_and_keypath(tmp_path):

@@ -126,7 +126,7 @@ def test_importer_is_deterministic_and_matches_committed_files(tmp_path):
         committed = TASK_DIR / rel
         assert committed.is_file(), f"{committed} is missing: run python tools/import_cuad.py --sources {SOURCES}"
         assert committed.read_bytes() == data, f"{committed} differs from the importer's output: re-run it"
-    from evalkit.scoreboard import ARCHIVE
+    from evalkit.results.scoreboard import ARCHIVE
 
     committed_members = {p.name for p in TASK_DIR.iterdir() if p.is_dir() and p.name != ARCHIVE}  # the board's archive
     assert committed_members == slugs, "member folders differ from index.jsonl's contracts"
@@ -240,8 +240,8 @@ def test_truth_records_satisfy_the_schema():
 
 @needs_sources
 def test_members_parse_with_evalkit_models():
-    from evalkit.corpus import parse
-    from evalkit.models import FieldsTruth, Manifest
+    from evalkit.corpus.specs import FieldsTruth, Manifest
+    from evalkit.corpus.tasks import parse
 
     for row in _rows():
         manifest, _ = parse(Manifest, TASK_DIR / row["slug"] / "manifest.yaml")
@@ -255,8 +255,8 @@ def test_task_loads():
         import evalkit.scoring.fields  # noqa: F401
     except ImportError as e:
         pytest.skip(f"evalkit.scoring.fields is not importable yet (being written), so the task cannot load: {e}")
-    from evalkit.corpus import load_task
-    from evalkit.sources import check_integrity
+    from evalkit.corpus.sources import check_integrity
+    from evalkit.corpus.tasks import load_task
 
     task = load_task(TASK_DIR)
     assert task.id == "cuad-contracts"

@@ -14,8 +14,8 @@ import pytest
 from evalkit.backends.base import Completion, Request
 from evalkit.backends.cassette import RecordingBackend, load_records
 from evalkit.backends.spec import DEFAULT_CASSETTE
-from evalkit.corpus import DEFAULT_CORPUS, load_tasks
-from evalkit.sources import SourceMissing, check_integrity, read_document
+from evalkit.corpus.sources import SourceMissing, check_integrity, read_document
+from evalkit.corpus.tasks import DEFAULT_CORPUS, load_tasks
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = Path(os.environ.get("EVALKIT_SOURCES", ROOT.parent / "shared" / "data"))

@@ -1,4 +1,4 @@
-"""`evalkit diff RUN_A RUN_B` (`evalkit.diff`, `evalkit.delta`): a fake run (every member perfect) against a
+"""`evalkit diff RUN_A RUN_B` (`evalkit.compare.diff`, `evalkit.scoring.delta`): a fake run (every member perfect) against a
 run of planted predictions (three planted faults) lists exactly the planted changes, newly hallucinated
 first, with both values; per-metric deltas with paired CIs; diff.ipynb renders them."""
 
@@ -8,13 +8,13 @@ import re
 from pathlib import Path
 
 import pytest
-
 from corpus_factory import cli, specs
-from evalkit.corpus import DEFAULT_CORPUS
-from evalkit.delta import metric_deltas, statement
-from evalkit.diff import diff_runs, text
-from evalkit.runner import RunOptions, run
-from evalkit.stats import paired_difference
+
+from evalkit.compare.diff import diff_runs, text
+from evalkit.corpus.tasks import DEFAULT_CORPUS
+from evalkit.scoring.delta import metric_deltas, statement
+from evalkit.scoring.stats import paired_difference
+from evalkit.stages.runner import RunOptions, run
 
 PLANTED = Path(__file__).resolve().parent / "fixtures" / "deal-memos-planted"
 # member → (field, outcome before, outcome after, the planted value)
@@ -126,7 +126,8 @@ def test_the_cli_computes_the_diff_once_and_the_notebook_shows_that_one(runs, tm
     import json
     import shutil
 
-    from evalkit import diff as diff_mod, runfolder
+    from evalkit.compare import diff as diff_mod
+    from evalkit.results import runfolder
 
     a, b = tmp_path / "a", tmp_path / "b"
     shutil.copytree(runs[0], a), shutil.copytree(runs[1], b)
@@ -145,7 +146,7 @@ def test_the_cli_computes_the_diff_once_and_the_notebook_shows_that_one(runs, tm
     pair = given["tasks"]["deal-memos"]["pairs"][0]
     pair["statement"] = "planted statement from diff.json"
     runfolder.write_diff(b, given)
-    from evalkit.execute import NOTEBOOKS_DIR, NotebookJob, execute
+    from evalkit.execution.execute import NOTEBOOKS_DIR, NotebookJob, execute
     job = NotebookJob(NOTEBOOKS_DIR / runfolder.DIFF, b / runfolder.DIFF,
                       {"run_a": "../a", "run_b": ".", "diff_json": runfolder.DIFF_JSON})
     assert execute([job], workers=1)[0].ok

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.corpus import DEFAULT_CORPUS, load_task
-from evalkit.overview import without_run_block
+from evalkit.corpus.tasks import DEFAULT_CORPUS, load_task
+from evalkit.report.overview import without_run_block
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANTED = ROOT / "tests" / "fixtures" / "deal-memos-planted"
@@ -86,7 +86,7 @@ def test_same_inputs_give_byte_identical_notebooks_and_html(tmp_path):
     assert len(files) >= 10
     for rel in files:
         a, b = ((r / rel).read_bytes() for r in runs)
-        if rel.name == "index.html":  # the run block (its date and command, `evalkit.overview`) differs by design
+        if rel.name == "index.html":  # the run block (its date and command, `evalkit.report.overview`) differs by design
             a, b = without_run_block(a), without_run_block(b)
             assert b"<!-- run:" not in a
         assert a == b, rel

@@ -21,13 +21,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalkit.corpus import load_task
-from evalkit.validate import validate_corpus
-from evalkit.models import Manifest
+from evalkit.corpus.sources import check_integrity, read_document
+from evalkit.corpus.specs import Manifest
+from evalkit.corpus.tasks import load_task
 from evalkit.scoring import ScoreContext
 from evalkit.scoring.graph import GraphTruth
 from evalkit.scoring.text import fold, normalize
-from evalkit.sources import check_integrity, read_document
+from evalkit.stages.validate import validate_corpus
 
 REPO = Path(__file__).resolve().parent.parent
 TASK_DIR = REPO / "corpus" / "encyclopedia"

@@ -9,12 +9,20 @@ import sys
 from pathlib import Path
 
 import nbformat
-
 from conftest import MEMBERS, TASK_ID, mini_corpus, prepare_run
-from evalkit import chrome
+
 from evalkit.backends import BackendSpec
-from evalkit.execute import INJECTED_ID, NotebookJob, execute, jupyter_env, normalize, plan_member, plan_report
-from evalkit.render import render_notebook
+from evalkit.execution.execute import (
+    INJECTED_ID,
+    NotebookJob,
+    execute,
+    jupyter_env,
+    normalize,
+    plan_member,
+    plan_report,
+)
+from evalkit.report import chrome
+from evalkit.report.render import render_notebook
 
 
 def _files(run_dir: Path) -> dict[str, bytes]:

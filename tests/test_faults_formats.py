@@ -10,14 +10,21 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
 from corpus_factory import cli, make_corpus, specs
-from evalkit.backends.cassette import (FORMAT, HEADER_KEY, Cassette, RecordingBackend, concat, encode_record,
-                                       load_records)
+
+from evalkit._util.jsonio import write_json
+from evalkit.backends.cassette import (
+    FORMAT,
+    HEADER_KEY,
+    Cassette,
+    RecordingBackend,
+    concat,
+    encode_record,
+    load_records,
+)
 from evalkit.errors import CassetteCorrupt, NonFinite
-from evalkit.history import append_history
-from evalkit.jsonio import write_json
-from evalkit.runner import RunOptions, run
+from evalkit.results.history import append_history
+from evalkit.stages.runner import RunOptions, run
 
 
 def strict(text: str):
@@ -251,8 +258,8 @@ def test_a_number_past_a_double_s_range_is_no_json_the_record_can_hold(text, out
     """Found by recording the local model at temperature 0.8: an answer holding `1e999` parsed as infinity,
     and writing its extraction.json then stopped the whole run (exit 3). It is no JSON number evalkit can keep:
     that object is not the record (malformed, or the next complete object, recovered)."""
+    from evalkit._util.jsonio import nonfinite_path
     from evalkit.backends.parse import parse_record
-    from evalkit.jsonio import nonfinite_path
 
     record, got = parse_record(text)
     assert got == outcome

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from corpus_factory import add_member, cli, make_corpus, specs, write_yaml
-from evalkit import jsonio
+
+from evalkit._util import jsonio
 from evalkit.backends.parse import parse_record
+from evalkit.corpus.sources import SIDECAR
 from evalkit.errors import EXIT_DISK, EXIT_INVALID, DiskFull
-from evalkit.runner import RunOptions, run
-from evalkit.sources import SIDECAR
+from evalkit.stages.runner import RunOptions, run
 from evalkit.status import ERROR, INVALID_INPUT, LIMIT_EXCEEDED, REFUSED, SCORED
 
 BOMB = "".join([  # billion laughs: 9^9 strings from a few hundred bytes
@@ -260,7 +260,7 @@ def test_a_full_disk_through_the_command_line_is_one_line_and_exit_8(tmp_path, m
     def raw(*a, **k):  # a write outside jsonio: the command group maps it
         raise OSError(errno.EDQUOT, os.strerror(errno.EDQUOT), str(tmp_path / "run2" / "lock"))
 
-    monkeypatch.setattr("evalkit.runner.runfolder.mark_unfinished", raw)
+    monkeypatch.setattr("evalkit.stages.runner.runfolder.mark_unfinished", raw)
     res = run_cli(corpus, tmp_path / "run2")
     assert res.exit_code == EXIT_DISK
     one_line(res, "lock: cannot write it", "Disk quota exceeded")

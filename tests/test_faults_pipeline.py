@@ -19,10 +19,10 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from corpus_factory import make_corpus, specs
-from evalkit.jsonio import read_json
-from evalkit.runner import RunOptions, run
+
+from evalkit._util.jsonio import read_json
+from evalkit.stages.runner import RunOptions, run
 from evalkit.status import ERROR, PIPELINE_EXCEPTION, PIPELINE_RESULT_INVALID, SCORED, TIMEOUT
 
 PLANTED = "sk-PLANTED-pipeline-0123456789abcdefghij"

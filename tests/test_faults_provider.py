@@ -13,17 +13,17 @@ import signal
 import time
 
 import pytest
-
 from corpus_factory import make_corpus, specs
-from evalkit import workers
-from evalkit.jsonio import read_json
-from evalkit.runner import RunOptions, run
-from evalkit.scoreboard import iter_entries, load_board
-from evalkit.status import ERROR, PROVIDER_ERROR, SCORED, TIMEOUT
-from evalkit.sweep import sweep
 from servers.anthropic_fake import AnthropicFake
 from servers.fixtures import PLANTED_ANTHROPIC, _clean_env  # noqa: F401 - fixture
 from servers.openai_fake import OpenAIFake
+
+from evalkit._util.jsonio import read_json
+from evalkit.board.sweep import sweep
+from evalkit.execution import workers
+from evalkit.results.scoreboard import iter_entries, load_board
+from evalkit.stages.runner import RunOptions, run
+from evalkit.status import ERROR, PROVIDER_ERROR, SCORED, TIMEOUT
 
 PROVIDERS = ("openai", "anthropic")
 DEADLINE_S = 2.0  # EVALKIT_LIMIT_READ_DEADLINE_S in the trickle case
@@ -204,9 +204,10 @@ def test_broken_json_text_in_a_valid_answer_is_still_the_models_malformed_output
 
 def call_once(spec: str):
     """One extraction call of `spec`'s backend, through the pool, as a run makes it."""
-    from evalkit.backends.resolve import build_backends
-    from evalkit.pool import Job, run_jobs
     from servers.fixtures import req
+
+    from evalkit.backends.resolve import build_backends
+    from evalkit.execution.pool import Job, run_jobs
 
     return run_jobs([Job(build_backends(specs(spec))[0], req(user="Account ACC-000 pays a rate of 0.5."))])[0]
 

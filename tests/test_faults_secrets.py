@@ -20,14 +20,14 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
-
 from conftest import mini_corpus
 from corpus_factory import make_corpus
 from servers.fixtures import PLANTED_OPENAI, _clean_env  # noqa: F401 - fixture
 from servers.openai_fake import OpenAIFake
-from evalkit import redact
+
+from evalkit.backends import redact
 from evalkit.backends.spec import redacted_command
-from evalkit.runfolder import LOCK_HOLDER
+from evalkit.results.runfolder import LOCK_HOLDER
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "pw-PLANTED-7c1e9a2b4d"  # typed into the URL's userinfo

@@ -22,10 +22,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psutil
-
 from corpus_factory import make_corpus
-from evalkit import runfolder
 from servers.openai_fake import OpenAIFake
+
+from evalkit.results import runfolder
 
 ROOT = Path(__file__).resolve().parent.parent
 TRIALS = int(os.environ.get("EVALKIT_TEST_KILL_TRIALS", "20"))
@@ -143,8 +143,9 @@ def test_a_member_run_again_reuses_its_paid_answer_and_nothing_else(tmp_path):
     reused (no second call); a free backend's (fake: it answers from the truth, which may have changed) and every
     other file of the earlier run are not; without `reuse` (a recorded member under --force) the call is made."""
     from corpus_factory import specs
-    from evalkit.runner import RunOptions
-    from evalkit.sweep import _member_job
+
+    from evalkit.board.sweep import _member_job
+    from evalkit.stages.runner import RunOptions
 
     corpus = make_corpus(tmp_path, members=1)
     out = runfolder.sweep_member_dir(tmp_path / "sw", "memos", "m0")

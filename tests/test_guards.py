@@ -9,18 +9,18 @@ import json
 from pathlib import Path
 
 import pytest
-
 from corpus_factory import cli, make_corpus, specs
+
 from evalkit.backends import Completion
 from evalkit.backends.cassette import make_record
-from evalkit.corpus import load_task
+from evalkit.board.sweep import sweep
+from evalkit.corpus.sources import check_integrity, read_document
+from evalkit.corpus.tasks import load_task
 from evalkit.errors import EXIT_CASSETTE, EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from evalkit.pipeline import render_request
-from evalkit.runfolder import RUN_JSON, scan
-from evalkit.runner import RunOptions, run
-from evalkit.sources import check_integrity, read_document
+from evalkit.results.runfolder import RUN_JSON, scan
+from evalkit.stages.pipeline import render_request
+from evalkit.stages.runner import RunOptions, run
 from evalkit.status import NOT_COVERED, SCORED
-from evalkit.sweep import sweep
 
 MODEL = "toy-model"
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 
 from corpus_factory import cli, make_corpus, specs
-from evalkit.band import compute_band, render_markdown
-from evalkit.corpus import DEFAULT_CORPUS, HELDOUT, TUNED, heldout_keys, load_tasks
+
+from evalkit.board.regress import compare
+from evalkit.board.sweep import sweep
+from evalkit.corpus.tasks import DEFAULT_CORPUS, HELDOUT, TUNED, heldout_keys, load_tasks
 from evalkit.errors import EXIT_FAILED
-from evalkit.regress import compare
-from evalkit.runner import RunOptions
-from evalkit.sweep import sweep
+from evalkit.results.band import compute_band, render_markdown
+from evalkit.stages.runner import RunOptions
 
 
 def hold_out(corpus, *members):

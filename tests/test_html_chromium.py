@@ -12,11 +12,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import HOSTILE_IMG, HOSTILE_SCRIPT, TASK_ID
-from evalkit.render import render_run
-from evalkit import chrome
 from test_render import inline, tags
+
+from evalkit.report import chrome
+from evalkit.report.render import render_run
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -128,7 +128,7 @@ def test_sorting_and_filtering_a_table_in_chromium(rendered, tmp_path):
 
 
 def test_the_bundle_runs_its_script_and_no_payload(rendered, tmp_path):
-    from evalkit.bundle import bundle_run
+    from evalkit.report.bundle import bundle_run
 
     out = bundle_run(rendered, tmp_path / "bundle.html")
     dom = dump_dom(out, tmp_path / "profile")

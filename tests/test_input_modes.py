@@ -12,24 +12,24 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from corpus_factory import specs
-from evalkit.backends.base import PDF_MEDIA_TYPE, PNG_MEDIA_TYPE, Part
-from evalkit.backends.cassette import cassette_key, load_records
-from evalkit.backends.resolve import build_backends, plan, resolve_backends
-from evalkit.corpus import DEFAULT_CORPUS, find_task
-from evalkit.errors import UsageError
-from evalkit.jsonio import canonical_sha
-from evalkit.models import check_overrides
-from evalkit.pipeline import render_request, request_sha
-from evalkit.pool import Job, run_jobs
-from evalkit.pricing import image_tokens, pdf_page_tokens
-from evalkit.rasterize import render_pages
-from evalkit.runner import RunOptions, run
-from evalkit.sources import check_integrity, read_document
-from evalkit.status import NO_TEXT_LAYER
 from servers.fixtures import _clean_env, ant, oai  # noqa: F401 - fixtures
 from servers.parts import png_size
+
+from evalkit._util.jsonio import canonical_sha
+from evalkit.backends.base import PDF_MEDIA_TYPE, PNG_MEDIA_TYPE, Part
+from evalkit.backends.cassette import cassette_key, load_records
+from evalkit.backends.pricing import image_tokens, pdf_page_tokens
+from evalkit.backends.resolve import build_backends, plan, resolve_backends
+from evalkit.corpus.rasterize import render_pages
+from evalkit.corpus.sources import check_integrity, read_document
+from evalkit.corpus.specs import check_overrides
+from evalkit.corpus.tasks import DEFAULT_CORPUS, find_task
+from evalkit.errors import UsageError
+from evalkit.execution.pool import Job, run_jobs
+from evalkit.stages.pipeline import render_request, request_sha
+from evalkit.stages.runner import RunOptions, run
+from evalkit.status import NO_TEXT_LAYER
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK = "deal-memos-scanned"

@@ -19,12 +19,11 @@ from pathlib import Path
 import nbformat
 import psutil
 import pytest
-
-from evalkit.errors import EvalkitError
-
 from conftest import mini_corpus
 from corpus_factory import make_corpus
-from evalkit.runfolder import UNFINISHED, read_sweep_json
+
+from evalkit.errors import EvalkitError
+from evalkit.results.runfolder import UNFINISHED, read_sweep_json
 
 ROOT = Path(__file__).resolve().parent.parent
 GATE_ENV = "EVALKIT_TEST_GATE"  # read by the test pipeline and scorer below, never by evalkit
@@ -163,8 +162,8 @@ def same_files(a: Path, b: Path) -> None:
 
 
 def comparable(path: Path) -> bytes:
-    """A file's bytes; an index page's without its run block (its date and command, `evalkit.overview`)."""
-    from evalkit.overview import without_run_block
+    """A file's bytes; an index page's without its run block (its date and command, `evalkit.report.overview`)."""
+    from evalkit.report.overview import without_run_block
 
     data = path.read_bytes()
     return without_run_block(data) if path.name == "index.html" else data
@@ -302,7 +301,7 @@ def test_runs_with_other_backends_into_one_folder_add_up(pipeline, tmp_path):
 
 
 def test_merge_run_json_replaces_a_rerun_label_in_place_and_keeps_the_others():
-    from evalkit.runfolder import merge_run_json
+    from evalkit.results.runfolder import merge_run_json
 
     previous = {"started": "t1", "backends": [{"label": "a", "spec": "fake", "started": "t1"},
                                               {"label": "b", "spec": "x", "started": "t1"}], "members": ["t/m0"]}

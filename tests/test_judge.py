@@ -15,21 +15,21 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from corpus_factory import cli  # noqa: F401  (also used by test_ontology, test_compare)
+from servers.fixtures import *  # noqa: F401,F403  (clean environment, fake servers)
+
+from evalkit._util.jsonio import canonical_sha
 from evalkit.backends import BackendSpec
 from evalkit.backends.base import Completion
 from evalkit.backends.cassette import load_records, make_record
-from evalkit.corpus import DEFAULT_CORPUS, load_task
-from evalkit.jsonio import canonical_sha
-from evalkit.judge import REFERENCE, candidates, parse_matches, reference_request
-from evalkit.pipeline import render_request
-from evalkit.runfolder import JUDGMENTS, read_judgments
-from evalkit.runner import RunOptions, run
+from evalkit.corpus.sources import check_integrity, read_document
+from evalkit.corpus.tasks import DEFAULT_CORPUS, load_task
+from evalkit.results.runfolder import JUDGMENTS, read_judgments
 from evalkit.scoring import ScoreContext
 from evalkit.scoring.graph import SCORER, corpus_metrics, expected_extraction
-from evalkit.sources import check_integrity, read_document
-from servers.fixtures import *  # noqa: F401,F403  (clean environment, fake servers)
+from evalkit.stages.judge import REFERENCE, candidates, parse_matches, reference_request
+from evalkit.stages.pipeline import render_request
+from evalkit.stages.runner import RunOptions, run
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK = load_task(DEFAULT_CORPUS / "encyclopedia")

@@ -1,4 +1,4 @@
-"""The judge against people (issue 25.5): `evalkit.judgeaudit` and `evalkit judge-audit`.
+"""The judge against people (issue 25.5): `evalkit.compare.judgeaudit` and `evalkit judge-audit`.
 
 The correction is checked by simulation: a judge with known error rates (10% false accept, 20% false
 reject), 500 labelled pairs, 1,000 replications of a judged set of 80 members; the corrected 95% CI (bootstrap
@@ -13,11 +13,18 @@ import sys
 
 import numpy as np
 import pytest
-
 from corpus_factory import cli
+
+from evalkit.compare.judgeaudit import (
+    agreement,
+    candidates,
+    confusion,
+    corrected_counts,
+    corrected_f1_ci,
+    read_labels,
+    write_labels,
+)
 from evalkit.errors import EXIT_OK, EXIT_USAGE
-from evalkit.judgeaudit import (agreement, candidates, confusion, corrected_counts, corrected_f1_ci, read_labels,
-                                write_labels)
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 from test_judge import python_judge, run_graph, two_cassettes  # noqa: E402

@@ -1,4 +1,4 @@
-"""Warm kernels (evalkit.kernels): the same bytes as a fresh kernel per notebook, a clean slate between
+"""Warm kernels (evalkit.execution.kernels): the same bytes as a fresh kernel per notebook, a clean slate between
 notebooks, a dead kernel replaced and its notebook run again once."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from evalkit.execute import COLD, WARM, NotebookJob, execute, jupyter_env
-from evalkit.overview import without_run_block
+from evalkit.execution.execute import COLD, WARM, NotebookJob, execute, jupyter_env
+from evalkit.report.overview import without_run_block
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = Path(os.environ.get("EVALKIT_SOURCES", ROOT.parent / "shared" / "data"))
@@ -124,7 +124,7 @@ def test_a_chart_has_the_same_bytes_whatever_was_drawn_before_it(before):
     import altair as alt
     import pandas as pd
 
-    from evalkit.views.charts import chart_bundle
+    from evalkit.report.views.charts import chart_bundle
 
     frame = pd.DataFrame({"x": ["a", "b"], "y": ["c", "d"], "v": [0.2, 0.9]})
     heat = alt.Chart(frame).mark_rect().encode(x="x", y="y", color="v:Q")  # a gradient legend: a counted id

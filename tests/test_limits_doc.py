@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from evalkit import limits
-from evalkit.resources import CHECKOUT
+from evalkit._util.resources import CHECKOUT
 
 DOC = CHECKOUT / "docs" / "limits.md"
 

@@ -10,10 +10,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from corpus_factory import cli
-from evalkit import metrics
-from evalkit.corpus import DEFAULT_CORPUS, load_tasks
+
+from evalkit.corpus import metrics
+from evalkit.corpus.tasks import DEFAULT_CORPUS, load_tasks
 from evalkit.scoring import ScoreContext
 
 ROOT = DEFAULT_CORPUS.parent

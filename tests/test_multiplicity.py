@@ -1,4 +1,4 @@
-"""Uncertainty that means what it says after many comparisons and at scale (`evalkit.stats`):
+"""Uncertainty that means what it says after many comparisons and at scale (`evalkit.scoring.stats`):
 Holm-adjusted p over a family of rows, p printed as `< 0.001` (never `0.000`), resampling in chunks with the
 same bits as one array, and sign flips in O(members) memory (a normal approximation from 5,000 pairs)."""
 
@@ -9,8 +9,8 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from evalkit import stats
-from evalkit.delta import compare_sides
+from evalkit.scoring import stats
+from evalkit.scoring.delta import compare_sides
 
 
 def test_holm_matches_the_step_down_definition():

@@ -5,7 +5,7 @@ import json
 import shutil
 from pathlib import Path
 
-from evalkit.execute import NOTEBOOKS_DIR, NotebookJob, execute
+from evalkit.execution.execute import NOTEBOOKS_DIR, NotebookJob, execute
 
 ROOT = Path(__file__).resolve().parent.parent
 

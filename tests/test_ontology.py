@@ -6,15 +6,15 @@ import json
 from pathlib import Path
 
 import pytest
-
-from evalkit.backends import BackendSpec
-from evalkit.corpus import DEFAULT_CORPUS
-from evalkit.errors import CassetteMiss, CorpusError, UsageError
-from evalkit.ontology import Ontology, aggregate_compliance, compliance, inject, load_ontology, resolve_mode
-from evalkit.pipeline import extract_member, render_request
-from evalkit.sources import check_integrity, read_document
 from servers.fixtures import *  # noqa: F401,F403
 from test_judge import TASK, TWO, aliased, cli, dropped, run_graph, truth, write_cassette
+
+from evalkit.backends import BackendSpec
+from evalkit.corpus.sources import check_integrity, read_document
+from evalkit.corpus.tasks import DEFAULT_CORPUS
+from evalkit.errors import CassetteMiss, CorpusError, UsageError
+from evalkit.scoring.ontology import Ontology, aggregate_compliance, compliance, inject, load_ontology, resolve_mode
+from evalkit.stages.pipeline import extract_member, render_request
 
 REDOCRED = DEFAULT_CORPUS / "encyclopedia" / "redocred-ontology.yaml"
 

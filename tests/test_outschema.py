@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from evalkit.backends import Completion
-from evalkit.corpus import find_task
+from evalkit.corpus.outschema import keypath, top_key, violations
+from evalkit.corpus.sources import check_integrity, read_document
+from evalkit.corpus.tasks import find_task
 from evalkit.errors import InvalidCorpus
-from evalkit.outschema import keypath, top_key, violations
-from evalkit.pipeline import SCHEMA_INVALID, extraction_record, render_request, score_extraction
-from evalkit.sources import check_integrity, read_document
-from evalkit.validate import validate_corpus
+from evalkit.stages.pipeline import SCHEMA_INVALID, extraction_record, render_request, score_extraction
+from evalkit.stages.validate import validate_corpus
 
 REPO = Path(__file__).resolve().parents[1]
 MEMBER = "rates-dont-reconcile"

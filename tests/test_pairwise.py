@@ -6,14 +6,24 @@ import json
 from pathlib import Path
 
 import pytest
-
-from evalkit import pairwise
-from evalkit.errors import CassetteError
-from evalkit.runfolder import PAIRWISE
 from servers.fixtures import *  # noqa: F401,F403
 from servers.openai_fake import OpenAIFake
-from test_judge import (TASK, TWO, aliased, anthropic_answer, dropped, python_judge, run_graph, truth, two_cassettes,
-                        write_cassette)
+from test_judge import (
+    TASK,
+    TWO,
+    aliased,
+    anthropic_answer,
+    dropped,
+    python_judge,
+    run_graph,
+    truth,
+    two_cassettes,
+    write_cassette,
+)
+
+from evalkit.errors import CassetteError
+from evalkit.results.runfolder import PAIRWISE
+from evalkit.stages import pairwise
 
 FOUR = ("brannock-lighthouse", "copper-wolves", "lake-orvel", "orla-fenwick")
 

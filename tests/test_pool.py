@@ -9,7 +9,7 @@ import pytest
 
 from evalkit.backends import Completion, Request
 from evalkit.errors import CassetteMiss
-from evalkit.pool import SKIPPED_PREFIX, Job, run_jobs, run_pool
+from evalkit.execution.pool import SKIPPED_PREFIX, Job, run_jobs, run_pool
 
 
 class SlowBackend:
@@ -82,7 +82,7 @@ def test_fatal_error_stops_new_jobs_and_is_raised():
 
 
 def test_summarize_calls():
-    from evalkit.pool import summarize_calls
+    from evalkit.execution.pool import summarize_calls
 
     cs = [Completion(record={}, latency_s=i / 10, usd=0.01) for i in range(1, 11)]
     cs.append(Completion(record=None, parse="error", error="HTTP 500", latency_s=1.1))
@@ -99,7 +99,7 @@ def test_each_thread_keeps_one_event_loop_and_each_run_starts_clean():
     extraction), but each run sees the caller's context and leaves nothing running, as `asyncio.run`."""
     import contextvars
 
-    from evalkit.pool import run_async
+    from evalkit.execution.pool import run_async
 
     var = contextvars.ContextVar("caller", default="unset")
     sleepers: list[asyncio.Task] = []

@@ -1,4 +1,4 @@
-"""Power before a run (issue 25.3): `evalkit.power` and `evalkit plan`.
+"""Power before a run (issue 25.3): `evalkit.compare.power` and `evalkit plan`.
 
 The MDE is checked by simulation: 4,000 paired runs of the bundled deal-memos task, members resampled from
 the committed cassette replay's per-member scores (corpus/scoreboard.json: test_committed_figures proves the
@@ -14,14 +14,23 @@ import math
 
 import numpy as np
 import pytest
-
 from corpus_factory import cli, make_corpus, specs
-from evalkit.corpus import DEFAULT_CORPUS
+
+from evalkit.board.sweep import sweep
+from evalkit.compare.power import (
+    mde,
+    members_needed,
+    plan,
+    sd,
+    sd_diff_from_band,
+    sd_diff_from_scores,
+    t_quantile,
+    with_samples,
+    within_sd,
+)
+from evalkit.corpus.tasks import DEFAULT_CORPUS
 from evalkit.errors import EXIT_OK, EXIT_USAGE
-from evalkit.power import (members_needed, mde, plan, sd, sd_diff_from_band, sd_diff_from_scores, t_quantile,
-                           with_samples, within_sd)
-from evalkit.runner import RunOptions
-from evalkit.sweep import sweep
+from evalkit.stages.runner import RunOptions
 
 
 def test_t_quantiles_match_the_tables():

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_judge import TWO, aliased, evalkit, metrics_of, python_judge, run_graph, write_cassette
 
 from evalkit.errors import EXIT_BACKEND, UsageError
-from evalkit.runfolder import member_dir, read_run_json, read_score
-from evalkit.scoreboard import ScoreboardError, update_scoreboard
+from evalkit.results.runfolder import member_dir, read_run_json, read_score
+from evalkit.results.scoreboard import ScoreboardError, update_scoreboard
 from evalkit.status import REFERENCE_FAILED
-from test_judge import TWO, aliased, evalkit, metrics_of, python_judge, run_graph, write_cassette
 
 
 def same(rec: dict, member_id: str = "") -> dict:
@@ -90,7 +90,7 @@ def test_a_similarity_never_reaches_the_scoreboard_or_the_history(tmp_path, reco
     assert not (tmp_path / "board.json").exists()
     with pytest.raises(UsageError, match="never writes the scoreboard"):
         run_graph(tmp_path / "run3", recorded, reference="base", board=tmp_path / "board.json")
-    from evalkit.history import history_lines
+    from evalkit.results.history import history_lines
 
     assert history_lines(res) == []
 
@@ -111,7 +111,6 @@ def test_cli_reference_must_be_one_of_the_backends_and_the_notebooks_score_again
 
 def test_a_corpus_without_truth_validates_and_is_scored_only_against_a_reference(tmp_path):
     import yaml
-
     from corpus_factory import TASK, cli, make_corpus
 
     corpus = make_corpus(tmp_path, members=2)
@@ -145,8 +144,8 @@ def test_a_corpus_without_truth_validates_and_is_scored_only_against_a_reference
 
 
 def test_the_task_report_and_the_comparison_leave_the_reference_out(tmp_path, recorded):
-    from evalkit.compare import load
-    from evalkit.runfolder import task_results
+    from evalkit.compare.sides import load
+    from evalkit.results.runfolder import task_results
 
     run_graph(tmp_path / "run", recorded, reference="base")
     assert {s.backend for s in task_results(tmp_path / "run", "encyclopedia")} == {"again"}

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import IPython.display
 import pandas as pd
-
 from conftest import HOSTILE_FIELD, HOSTILE_IMG, HOSTILE_SCRIPT, TASK_ID
-from evalkit import chrome, views
-from evalkit.render import clean_output_html, render_index, render_notebook, render_run, safe_svg
-from evalkit.report import field_accuracy, load_scores, mean_field_accuracy
+
+from evalkit.report import chrome, views
+from evalkit.report.frames import field_accuracy, load_scores, mean_field_accuracy
+from evalkit.report.render import clean_output_html, render_index, render_notebook, render_run, safe_svg
 
 
 class _Tags(HTMLParser):
@@ -87,7 +87,7 @@ def test_render_run_is_byte_identical(run_copy):
 
 
 def test_pages_rendered_in_worker_processes_are_the_same_bytes(run_copy, monkeypatch):
-    from evalkit import render
+    from evalkit.report import render
 
     serial = render_run(run_copy)
     first = _pages(run_copy)
@@ -104,7 +104,7 @@ def test_pages_rendered_in_worker_processes_are_the_same_bytes(run_copy, monkeyp
 def test_a_whole_run_reads_each_task_once_not_once_per_page(run_copy, monkeypatch):
     # The navigation bar of every member page lists the task's members: read per page, a run of N members
     # read N score.json files N times over.
-    from evalkit import runfolder
+    from evalkit.results import runfolder
 
     reads = []
     real = runfolder.task_results
@@ -260,7 +260,7 @@ def test_load_scores_frames(executed_run):
 def test_bundle_holds_every_page_with_links_between_sections(run_copy, tmp_path):
     import re
 
-    from evalkit.bundle import bundle_run
+    from evalkit.report.bundle import bundle_run
 
     render_run(run_copy)
     out = bundle_run(run_copy, tmp_path / "report.html")

@@ -4,7 +4,7 @@ counter (`evalkit.status.count`): an error is a member with no score, a malforme
 import pandas as pd
 import pytest
 
-from evalkit.report import backend_calls
+from evalkit.report.frames import backend_calls
 
 
 def test_backend_calls_counts_errors_and_latency_percentiles():

@@ -1,4 +1,4 @@
-"""The one list of report pages (`evalkit.reportpages`): its templates, their parameters, the docs page, and
+"""The one list of report pages (`evalkit.report.pages`): its templates, their parameters, the docs page, and
 which notebooks of a run folder get rendered."""
 
 import ast
@@ -6,9 +6,10 @@ from pathlib import Path
 
 import nbformat
 
-from evalkit import reportpages, runfolder
-from evalkit.render import _notebooks
-from evalkit.resources import NOTEBOOKS_DIR
+from evalkit._util.resources import NOTEBOOKS_DIR
+from evalkit.report import pages as reportpages
+from evalkit.report.render import _notebooks
+from evalkit.results import runfolder
 
 ROOT = Path(__file__).resolve().parent.parent
 

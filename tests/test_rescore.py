@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
+from corpus_factory import cli, make_corpus
 
 import evalkit.backends
 import evalkit.backends.resolve
-from corpus_factory import cli, make_corpus
 from evalkit.backends.providers import registry
-from evalkit.rescore import rescore
-from evalkit.scoreboard import load_board
-
+from evalkit.board.rescore import rescore
+from evalkit.results.scoreboard import load_board
 
 
 def run_blocks(text: str) -> list[str]:
@@ -141,7 +140,7 @@ def test_the_committed_board_rescores_on_a_fresh_clone_without_copying_pointer_d
     document that is not redistributed here; the request is rendered again and replayed from it."""
     import os
 
-    from evalkit.corpus import DEFAULT_CORPUS
+    from evalkit.corpus.tasks import DEFAULT_CORPUS
 
     sources = Path(os.environ.get("EVALKIT_SOURCES", DEFAULT_CORPUS.parent.parent / "shared" / "data"))
     if not sources.is_dir():

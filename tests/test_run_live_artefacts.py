@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from servers.fixtures import PLANTED_OPENAI, _clean_env, oai  # noqa: F401 - fixtures
-from evalkit.corpus import DEFAULT_CORPUS
+
+from evalkit.corpus.tasks import DEFAULT_CORPUS
 
 ROOT = Path(__file__).resolve().parent.parent
 ONLY = ["--task", "deal-memos", "--only", "clean-single-term", "--only", "hostile-markup"]

@@ -1,4 +1,4 @@
-"""The run folder has one owner (`evalkit.runfolder`): its file names are spelled nowhere else, and every
+"""The run folder has one owner (`evalkit.results.runfolder`): its file names are spelled nowhere else, and every
 reader finds a run's member × backend results the same way (`scan`)."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 
 from corpus_factory import make_corpus, specs
-from evalkit import runfolder
-from evalkit.runner import RunOptions, run
+
+from evalkit.results import runfolder
+from evalkit.stages.runner import RunOptions, run
 from evalkit.status import ERROR, NOTEBOOK_FAILED, SCORED
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,9 +43,9 @@ def test_run_folder_file_names_are_spelled_only_in_runfolder():
 
 
 def test_every_reader_finds_the_same_member_backend_results(tmp_path):
-    from evalkit.compare import load
-    from evalkit.render import _member_rows
-    from evalkit.report import load_scores
+    from evalkit.compare.sides import load
+    from evalkit.report.frames import load_scores
+    from evalkit.report.render import _member_rows
 
     corpus = make_corpus(tmp_path, members=3)
     out = tmp_path / "run"

@@ -1,4 +1,4 @@
-"""`evalkit runs` and runs/index.html (`evalkit.runspage`): every run the history records, newest first, with
+"""`evalkit runs` and runs/index.html (`evalkit.report.runspage`): every run the history records, newest first, with
 relative links to the pages its folder holds; rewritten by each run, sweep and diff that records history."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
-
 from conftest import HOSTILE_SCRIPT
 from corpus_factory import cli, make_corpus, specs
-from evalkit import chrome
-from evalkit.runner import RunOptions, run
-from evalkit.runspage import SHOWN, group_runs, write_runs_page
 from test_render import inline, policy, sha256_source, tags
+
+from evalkit.report import chrome
+from evalkit.report.runspage import SHOWN, group_runs, write_runs_page
+from evalkit.stages.runner import RunOptions, run
 
 CHROMIUM = Path("/usr/bin/chromium")
 PLANTED_KEY = "sk-ant-api03-" + "Q" * 40  # a credential typed on the command line

@@ -13,17 +13,25 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
 from corpus_factory import make_corpus, specs
-from evalkit import runfolder
+
+from evalkit._util.jsonio import canonical_sha, read_json
 from evalkit.backends import Completion, Request
-from evalkit.backends.cassette import (Cassette, ReplayBackend, cassette_key, encode_record, header, make_record,
-                                       merge_samples, sample_key)
+from evalkit.backends.cassette import (
+    Cassette,
+    ReplayBackend,
+    cassette_key,
+    encode_record,
+    header,
+    make_record,
+    merge_samples,
+    sample_key,
+)
 from evalkit.errors import EXIT_BACKEND, UsageError
-from evalkit.jsonio import canonical_sha, read_json
-from evalkit.pool import run_async
-from evalkit.runner import RunOptions, run
-from evalkit.samples import backend_figures, headline, item_agreement, member_figures, unstable
+from evalkit.execution.pool import run_async
+from evalkit.results import runfolder
+from evalkit.results.samples import backend_figures, headline, item_agreement, member_figures, unstable
+from evalkit.stages.runner import RunOptions, run
 from evalkit.status import ERROR, SCORED
 
 # m0 always right; m1's rate wrong in odd samples; m2's pipeline crashes in sample 2 (an errored sample).
@@ -250,10 +258,10 @@ def test_backend_figures_sample_means_skip_errored_samples():
 
 
 def test_report_frames_scoreboard_pilot_and_band_read_the_samples(k3, tmp_path):
-    from evalkit.band import compute_band
-    from evalkit.power import pilot_samples
-    from evalkit.report import load_scores, unstable_items
-    from evalkit.scoreboard import load_board, update_scoreboard
+    from evalkit.compare.power import pilot_samples
+    from evalkit.report.frames import load_scores, unstable_items
+    from evalkit.results.band import compute_band
+    from evalkit.results.scoreboard import load_board, update_scoreboard
 
     root, result = k3
     members, items = load_scores(root / "rec", "memos")
@@ -283,7 +291,7 @@ def test_report_frames_scoreboard_pilot_and_band_read_the_samples(k3, tmp_path):
 
 
 def test_band_refuses_byte_identical_samples(k3, tmp_path):
-    from evalkit.band import compute_band
+    from evalkit.results.band import compute_band
 
     root, _ = k3
     os.chdir(root)

@@ -7,9 +7,9 @@ import sys
 
 import yaml
 
-from evalkit.corpus import load_tasks
+from evalkit.board.scaffold import EXAMPLE_TASK
+from evalkit.corpus.tasks import load_tasks
 from evalkit.errors import EXIT_INVALID, EXIT_USAGE
-from evalkit.scaffold import EXAMPLE_TASK
 
 
 def evalkit(*args, cwd):
@@ -70,8 +70,8 @@ def test_new_member_pins_the_sha256_and_writes_a_truth_skeleton_from_the_schema(
 def test_validate_names_the_skeletons_gate_expectations_once_the_record_is_filled_in(tmp_path):
     """The skeleton's expected_missing_fields / expected_blocking describe an empty record; kept after the record
     is filled in, every perfect answer FAILs its gate. `validate` names each stale line and what the gate computes."""
-    from evalkit.scaffold import init_project, new_member
-    from evalkit.validate import validate_corpus
+    from evalkit.board.scaffold import init_project, new_member
+    from evalkit.stages.validate import validate_corpus
 
     init_project(tmp_path / "proj")
     corpus = tmp_path / "proj" / "corpus"
@@ -96,7 +96,7 @@ def test_validate_names_the_skeletons_gate_expectations_once_the_record_is_fille
 
 
 def test_every_docs_page_a_project_points_to_is_shipped_and_evalkit_docs_prints_its_path(tmp_path):
-    from evalkit.resources import DOCS_DIR
+    from evalkit._util.resources import DOCS_DIR
 
     assert evalkit("init", "proj", cwd=tmp_path).returncode == 0
     text = "\n".join(p.read_text() for p in (tmp_path / "proj").rglob("*") if p.suffix in (".md", ".yaml"))

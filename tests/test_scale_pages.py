@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from evalkit import diff as diff_mod
-from evalkit.execute import execute, plan_report
-from evalkit.render import render_notebook
-from evalkit.report import field_accuracy, load_scores, metric_matrix
-from evalkit.views import base, charts, fields
-from evalkit.views import delta as delta_views
+from evalkit.compare import diff as diff_mod
+from evalkit.execution.execute import execute, plan_report
+from evalkit.report.frames import field_accuracy, load_scores, metric_matrix
+from evalkit.report.render import render_notebook
+from evalkit.report.views import base, charts, fields
+from evalkit.report.views import delta as delta_views
 
 ROOT = Path(__file__).resolve().parent.parent
 MEMBERS = 1000

@@ -14,14 +14,14 @@ import time
 from pathlib import Path
 
 import pytest
-
 from corpus_factory import cli, make_corpus
 from servers.fixtures import _clean_env  # noqa: F401 - fixture
 from servers.openai_fake import OpenAIFake
-from evalkit.runfolder import EXTRACTION, RUN_JSON
-from evalkit.scheduler import Scheduler, connect, parse
+
+from evalkit.execution.scheduler import Scheduler, connect, parse
+from evalkit.execution.workers import WorkerDied, run_all
+from evalkit.results.runfolder import EXTRACTION, RUN_JSON
 from evalkit.status import BUDGET_STOP, ERROR, SCORED
-from evalkit.workers import WorkerDied, run_all
 
 SOURCES = Path("/work/shared/data")
 
@@ -81,7 +81,7 @@ def test_a_sweep_on_the_cluster_writes_the_same_bytes_as_the_local_pool(tmp_path
 def test_a_run_with_notebooks_on_a_local_cluster_writes_the_same_bytes(tmp_path):
     """extract.ipynb, score.ipynb, report.ipynb and every HTML page: the same bytes (the index's run block names
     its date and command, as between any two runs); --scheduler local:2 starts and stops a cluster of its own."""
-    from evalkit.overview import without_run_block
+    from evalkit.report.overview import without_run_block
 
     outs = []
     for name, extra in (("pool", []), ("dask", ["--scheduler", "local:2"])):
@@ -113,7 +113,7 @@ def test_run_all_on_a_cluster_keeps_order_dependencies_exceptions_and_dead_worke
 
 
 def test_calls_go_in_batches_and_a_batch_whose_worker_died_runs_again_call_by_call(cluster):
-    from evalkit.scheduler import batch_size
+    from evalkit.execution.scheduler import batch_size
 
     calls = [(abs, (-i,)) for i in range(40)]
     calls[17] = (os._exit, (3,))
@@ -169,10 +169,10 @@ def test_max_usd_holds_across_the_workers(tmp_path, address):
     """A budget that covers one call: one member's call is made, every other one is a budget stop, on whichever
     worker it runs (each member alone would fit in it: only a shared ledger stops them)."""
     from evalkit.backends.openai import OpenAIBackend
-    from evalkit.corpus import load_tasks
-    from evalkit.pipeline import render_request
-    from evalkit.runner import select_members
-    from evalkit.sources import check_integrity, read_document
+    from evalkit.corpus.sources import check_integrity, read_document
+    from evalkit.corpus.tasks import load_tasks
+    from evalkit.stages.pipeline import render_request
+    from evalkit.stages.runner import select_members
 
     corpus = make_corpus(tmp_path, members=4)
     members = select_members(load_tasks(corpus), None)
@@ -229,9 +229,10 @@ def test_only_live_calls_take_a_lease(tmp_path):
     from contextlib import asynccontextmanager
 
     from servers.fixtures import req
+
     from evalkit.backends.cassette import RecordingBackend, ReplayBackend
     from evalkit.backends.openai import OpenAIBackend
-    from evalkit.pool import Job, run_pool
+    from evalkit.execution.pool import Job, run_pool
 
     held = []
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from corpus_factory import TASK, cli, make_corpus, specs, write_yaml
 
-from corpus_factory import cli, make_corpus, specs, write_yaml, TASK
+from evalkit._util.jsonio import read_json
+from evalkit.board.sweep import sweep
+from evalkit.corpus.specs import Settings, parse_settings
 from evalkit.errors import UsageError
-from evalkit.jsonio import read_json
-from evalkit.models import Settings, parse_settings
-from evalkit.runfolder import RUN_JSON, SWEEP_JSON, scan
-from evalkit.runner import RunOptions, run
-from evalkit.scoreboard import load_board
-from evalkit.sweep import sweep
+from evalkit.results.runfolder import RUN_JSON, SWEEP_JSON, scan
+from evalkit.results.scoreboard import load_board
+from evalkit.stages.runner import RunOptions, run
 
 
 def members_of(run_dir):

@@ -7,13 +7,13 @@ import multiprocessing
 from pathlib import Path
 
 import pytest
-
 from corpus_factory import make_corpus, specs
+
 from evalkit.backends.spec import redact_stored
-from evalkit.history import append_history, history_frame, read_history, trend_frame
-from evalkit.runfolder import scan
-from evalkit.runner import RunOptions, RunResult, run
-from evalkit.scoreboard import ScoreboardError, dumps, load_board, update_scoreboard, write_json
+from evalkit.results.history import append_history, history_frame, read_history, trend_frame
+from evalkit.results.runfolder import scan
+from evalkit.results.scoreboard import ScoreboardError, dumps, load_board, update_scoreboard, write_json
+from evalkit.stages.runner import RunOptions, RunResult, run
 
 WRITERS = 20
 
@@ -135,6 +135,6 @@ def test_history_lines_are_idempotent_and_chartable(run20, tmp_path):
 def test_default_index_lives_beside_the_runs(run20):
     root, corpus, result = run20
     assert scan(result.run_dir)[0].run_id == "r1"
-    from evalkit.history import index_path
+    from evalkit.results.history import index_path
 
     assert index_path(result.run_dir) == root / "runs" / "index.jsonl"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.corpus import load_task, load_truth
+from evalkit.corpus.tasks import load_task, load_truth
 from evalkit.errors import InvalidCorpus
 from evalkit.scoring import ScoreContext
 from evalkit.scoring import text as text_mod

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from evalkit.models import FieldsTruth
+from evalkit.corpus.specs import FieldsTruth
 from evalkit.scoring import ScoreContext
 from evalkit.scoring.evidence import bears, locate
 from evalkit.scoring.fields import FieldsOptions, score
@@ -148,8 +148,8 @@ def test_evidence_specs_are_checked_at_load(spec, message):
 def test_member_page_highlights_each_quote_in_place_and_escapes_hostile_text(monkeypatch):
     import IPython.display
 
-    from evalkit import views
-    from evalkit.views.member import quote_html
+    from evalkit.report import views
+    from evalkit.report.views.member import quote_html
 
     doc = 'Supplier: <script>alert("x")</script> Ltd\nTotal due: 648.00 & more'
     fields = {"supplier": {"kind": "exact_text"}, "total": {"kind": "number"}}
@@ -178,7 +178,7 @@ def test_member_page_highlights_each_quote_in_place_and_escapes_hostile_text(mon
 def test_member_page_shows_no_evidence_section_when_the_task_asks_none(monkeypatch):
     import IPython.display
 
-    from evalkit import views
+    from evalkit.report import views
 
     shown = []
     monkeypatch.setattr(IPython.display, "display", lambda data, **kw: shown.append(data))

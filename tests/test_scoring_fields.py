@@ -8,7 +8,7 @@ from fractions import Fraction
 import pytest
 from pydantic import ValidationError
 
-from evalkit.models import FieldsTruth
+from evalkit.corpus.specs import FieldsTruth
 from evalkit.scoring import ScoreContext
 from evalkit.scoring.fields import SCORER, FieldsOptions, score
 from evalkit.scoring.gate import GateOptions, run_gate
@@ -61,7 +61,7 @@ def test_exact_text_keeps_case_punctuation_and_markup_but_collapses_whitespace()
 
 def test_deal_memos_contract_name_is_exact_and_weighs_like_an_identifier():
     """The source rules: contract_name weighs 2 and is copied exactly, markup included (issue 12.1)."""
-    from evalkit.corpus import DEFAULT_CORPUS, find_task
+    from evalkit.corpus.tasks import DEFAULT_CORPUS, find_task
 
     task = find_task(DEFAULT_CORPUS, "deal-memos")
     spec = task.options.fields["contract_name"]

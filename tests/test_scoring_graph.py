@@ -15,7 +15,7 @@ import pytest
 from pydantic import ValidationError
 from sklearn.metrics import precision_recall_fscore_support
 
-from evalkit.corpus import load_task
+from evalkit.corpus.tasks import load_task
 from evalkit.scoring import ScoreContext, load_scorer
 from evalkit.scoring.graph import SCORER, GraphOptions, GraphTruth, corpus_metrics, score
 from evalkit.scoring.text import fold

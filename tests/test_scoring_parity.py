@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from evalkit.backends.spec import DEFAULT_CASSETTE
-from evalkit.corpus import DEFAULT_CORPUS, load_tasks
-from evalkit.runfolder import SCORE
 from corpus_factory import specs
-from evalkit.runner import RunOptions, run
+
+from evalkit.backends.spec import DEFAULT_CASSETTE
+from evalkit.corpus.tasks import DEFAULT_CORPUS, load_tasks
+from evalkit.results.runfolder import SCORE
+from evalkit.stages.runner import RunOptions, run
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = Path(os.environ.get("EVALKIT_SOURCES", ROOT.parent / "shared" / "data"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from evalkit.models import FieldsTruth
+from evalkit.corpus.specs import FieldsTruth
 from evalkit.scoring import ScoreContext
 from evalkit.scoring.fields import FieldsOptions, score
 from evalkit.scoring.terms import align, as_terms
@@ -133,7 +133,7 @@ def test_terms_options_are_checked(spec, message):
 def test_the_bundled_multi_term_members_hold_what_they_test():
     """deal-memos-terms: two catalogues starting the same day with different rates (only the catalogue aligns
     them), and a condition that belongs to the second term; moving it to the first fails the member."""
-    from evalkit.corpus import DEFAULT_CORPUS, find_task
+    from evalkit.corpus.tasks import DEFAULT_CORPUS, find_task
 
     task = find_task(DEFAULT_CORPUS, "deal-memos-terms")
 

@@ -14,14 +14,14 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from servers.anthropic_fake import AnthropicFake
 from servers.fixtures import PLANTED_ANTHROPIC, PLANTED_OPENAI, _clean_env, req  # noqa: F401 - fixtures
 from servers.openai_fake import OpenAIFake
+
 from evalkit.backends.base import Completion
-from evalkit.backends.pyfunc import PythonBackend
 from evalkit.backends.cassette import ReplayBackend, make_record
-from evalkit.redact import scrub
+from evalkit.backends.pyfunc import PythonBackend
+from evalkit.backends.redact import scrub
 
 ROOT = Path(__file__).resolve().parent.parent
 MEMBERS = ("clean-single-term", "distractor-prose", "fixed-period-renewal", "foreign-id")  # one script step each

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from evalkit.corpus import DEFAULT_CORPUS
-from evalkit.datasets import DATASETS, MISSING, OK, expected_files
+from evalkit.corpus.datasets import DATASETS, MISSING, OK, expected_files
+from evalkit.corpus.tasks import DEFAULT_CORPUS
 from evalkit.errors import EXIT_INTEGRITY, EXIT_INVALID, EXIT_OK
 
 ROOT = Path(__file__).resolve().parent.parent

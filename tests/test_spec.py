@@ -16,13 +16,13 @@ import sys
 from dataclasses import FrozenInstanceError
 
 import pytest
-
 from corpus_factory import cli, make_corpus, specs
+from servers.fixtures import _clean_env, req  # noqa: F401 - fixtures
+
 from evalkit.backends import BackendSpec, provider
 from evalkit.backends.resolve import plan, resolve_backends
 from evalkit.backends.spec import redact_stored
 from evalkit.errors import Escape, UsageError
-from servers.fixtures import _clean_env, req  # noqa: F401 - fixtures
 
 
 @pytest.mark.parametrize("typed, label, kind, options", [

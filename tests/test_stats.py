@@ -1,4 +1,4 @@
-"""evalkit.stats: the one home of the seed, the bootstrap intervals, the paired test and micro / macro F1.
+"""evalkit.scoring.stats: the one home of the seed, the bootstrap intervals, the paired test and micro / macro F1.
 
 The exact figures below were computed by the code these functions replaced (`regress.bootstrap_ci`,
 `regress.sign_flip_p`, `compare.bootstrap_ci`, `compare.micro_f1` at main a893e9a): the move keeps every
@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from evalkit import stats
+from evalkit.scoring import stats
 from evalkit.scoring.sets import PRF
 
 D10 = [0.1, -0.2, 0.05, -0.3, 0.0, -0.1, 0.2, -0.05, -0.15, 0.01]

@@ -15,16 +15,25 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from corpus_factory import cli, make_corpus, specs
-from evalkit.backends import Completion
-from evalkit.history import read_history
-from evalkit.jsonio import read_json
-from evalkit.runner import RunOptions, run
-from evalkit.status import (BUDGET_STOP, ERROR, MISSING_PREDICTION, PIPELINE_EXCEPTION, PROVIDER_ERROR, SCORED,
-                            SCORING_CRASH, TIMEOUT, classify)
 from servers.httpserver import HTTPResponse
 from servers.openai_fake import OpenAIFake
+
+from evalkit._util.jsonio import read_json
+from evalkit.backends import Completion
+from evalkit.results.history import read_history
+from evalkit.stages.runner import RunOptions, run
+from evalkit.status import (
+    BUDGET_STOP,
+    ERROR,
+    MISSING_PREDICTION,
+    PIPELINE_EXCEPTION,
+    PROVIDER_ERROR,
+    SCORED,
+    SCORING_CRASH,
+    TIMEOUT,
+    classify,
+)
 
 FAILING = ("m1", "m3")  # of m0..m4: their documents name ACC-001 and ACC-003
 PIPE = '''
@@ -130,9 +139,10 @@ def test_only_a_completion_without_output_is_a_failure_and_its_cause_is_classifi
 
 
 def test_a_timeout_from_the_fake_server_is_classified_timeout():
-    from evalkit.backends.openai import OpenAIBackend
-    from evalkit.pool import Job, run_jobs
     from servers.fixtures import req
+
+    from evalkit.backends.openai import OpenAIBackend
+    from evalkit.execution.pool import Job, run_jobs
 
     with OpenAIFake(latency=1.0) as server:
         backend = OpenAIBackend("x", url=f"{server.url}/v1", model="m", timeout_s=0.2, max_retries=0)
@@ -307,12 +317,12 @@ def test_check_names_an_errored_member_as_not_comparable_and_exits_5(tmp_path, p
 
 
 def test_every_reader_leaves_errors_out(tmp_path, pipeline):
-    from evalkit.band import compute_band
-    from evalkit.compare import load
-    from evalkit.history import history_lines
-    from evalkit.report import load_scores, member_metrics
-    from evalkit.runfolder import scan
-    from evalkit.scoreboard import update_scoreboard
+    from evalkit.compare.sides import load
+    from evalkit.report.frames import load_scores, member_metrics
+    from evalkit.results.band import compute_band
+    from evalkit.results.history import history_lines
+    from evalkit.results.runfolder import scan
+    from evalkit.results.scoreboard import update_scoreboard
 
     spec, _ = pipeline
     corpus = make_corpus(tmp_path, members=5)

@@ -1,4 +1,4 @@
-"""summary.json (`evalkit.summary`): per task and backend, counts, means with bootstrap CIs, held-out
+"""summary.json (`evalkit.results.summary`): per task and backend, counts, means with bootstrap CIs, held-out
 figures apart, calls; written by every run, printed one line per backend; verdict lines as each member
 is scored."""
 
@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from corpus_factory import add_member, cli, make_corpus, specs, write_yaml
-from evalkit import runfolder
-from evalkit.runfolder import Scored
-from evalkit.runner import RunOptions, run
-from evalkit.stats import SEED, mean_ci, sub_seed
-from evalkit.summary import backend_line, summarize
+
+from evalkit.results import runfolder
+from evalkit.results.runfolder import Scored
+from evalkit.results.summary import backend_line, summarize
+from evalkit.scoring.stats import SEED, mean_ci, sub_seed
+from evalkit.stages.runner import RunOptions, run
 
 PIPE = '''
 import re
@@ -99,7 +99,7 @@ def test_a_run_writes_summary_json_and_reports_each_member_as_it_is_scored(mixed
     assert [(s["member"], s["status"]) for s in task["skipped"]] == [("away", "skipped")]
     assert task["skipped"][0]["reason"].startswith("source not found: put the file at ")
     assert on_disk["backends"][0]["label"] == "fake"
-    from evalkit.render import render_index
+    from evalkit.report.render import render_index
 
     index = render_index(root / "run").read_text()
     assert "Skipped members (1)" in index and "<strong>memos/away</strong> skipped:" in index
@@ -146,7 +146,7 @@ def test_verdict_lines_reach_a_pipe_while_the_run_is_still_going(tmp_path):
 
 
 def test_the_command_run_json_keeps_has_no_secret(monkeypatch):
-    from evalkit.runner import command_line
+    from evalkit.stages.runner import command_line
 
     key = "sk-live-0123456789abcdefghij"
     monkeypatch.setenv("OPENAI_API_KEY", "env-secret-0123456789")
@@ -158,7 +158,7 @@ def test_the_command_run_json_keeps_has_no_secret(monkeypatch):
 
 
 def test_the_index_table_shows_held_out_figures_apart_from_the_tuned_mean():
-    from evalkit.overview import _table
+    from evalkit.report.overview import _table
 
     entry = {"backend": "a", "metrics": {}, "score": {"mean": 0.5, "ci": [0.4, 0.6], "n": 2}, "passed": 1,
              "members": 3, "errors": 0, "skipped": [], "not_covered": [],

@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import os
 
-
 from corpus_factory import cli, make_corpus, specs
-from evalkit.history import read_history
-from evalkit.jsonio import read_json
-from evalkit.runfolder import SWEEP_JSON
-from evalkit.runner import RunOptions
-from evalkit.sweep import sweep
 
+from evalkit._util.jsonio import read_json
+from evalkit.board.sweep import sweep
+from evalkit.results.history import read_history
+from evalkit.results.runfolder import SWEEP_JSON
+from evalkit.stages.runner import RunOptions
 
 
 def mtimes(root):
@@ -131,9 +130,9 @@ def test_a_worker_process_dying_fails_only_its_member(tmp_path):
 def test_a_cassette_miss_is_not_covered_and_fails_that_member_with_exit_6_under_strict_replay(tmp_path):
     from evalkit.backends import Completion
     from evalkit.backends.cassette import make_record
-    from evalkit.corpus import load_task
-    from evalkit.pipeline import render_request
-    from evalkit.sources import check_integrity, read_document
+    from evalkit.corpus.sources import check_integrity, read_document
+    from evalkit.corpus.tasks import load_task
+    from evalkit.stages.pipeline import render_request
 
     corpus = make_corpus(tmp_path, members=2)
     task = load_task(corpus / "memos")

@@ -6,14 +6,15 @@ import os
 import threading
 
 import pytest
-
 from corpus_factory import make_corpus, specs
-from evalkit import corpus as corpus_module
-from evalkit import jsonio, runfolder
-from evalkit.corpus import load_tasks
+
+from evalkit._util import jsonio
+from evalkit.board.sweep import _member_job, _write_sweep_json, sweep
+from evalkit.corpus import tasks as corpus_module
+from evalkit.corpus.tasks import load_tasks
 from evalkit.errors import EvalkitError
-from evalkit.runner import RunOptions
-from evalkit.sweep import _member_job, _write_sweep_json, sweep
+from evalkit.results import runfolder
+from evalkit.stages.runner import RunOptions
 
 
 def counted(monkeypatch, module, name: str) -> list:

@@ -7,14 +7,14 @@ import json
 import os
 
 import pytest
-
 from corpus_factory import make_corpus, specs
-from evalkit import runfolder
-from evalkit import sweep as sweeping
-from evalkit.jsonio import read_json
-from evalkit.runner import RunOptions
-from evalkit.sweep import sweep
 from servers.fixtures import _clean_env  # noqa: F401 - fixture: no provider keys or cassette variables
+
+from evalkit._util.jsonio import read_json
+from evalkit.board import sweep as sweeping
+from evalkit.board.sweep import sweep
+from evalkit.results import runfolder
+from evalkit.stages.runner import RunOptions
 
 
 def counting(monkeypatch, module, name):
@@ -32,9 +32,9 @@ def counting(monkeypatch, module, name):
 def record_cassette(corpus, path, members):
     from evalkit.backends import Completion
     from evalkit.backends.cassette import make_record
-    from evalkit.corpus import load_task
-    from evalkit.pipeline import render_request
-    from evalkit.sources import check_integrity, read_document
+    from evalkit.corpus.sources import check_integrity, read_document
+    from evalkit.corpus.tasks import load_task
+    from evalkit.stages.pipeline import render_request
 
     task = load_task(corpus / "memos")
     lines = []

@@ -8,16 +8,16 @@ import copy
 import json
 
 import pytest
-
 from corpus_factory import TASK, add_member, cli, write_yaml
+
 from evalkit.backends import Completion
-from evalkit.corpus import load_task
-from evalkit.models import VerdictPolicy
-from evalkit.pipeline import apply_verdict_policy, extraction_record, render_request, score_home
-from evalkit.runner import _outcome
 from evalkit.cli.summary import verdict_line
+from evalkit.corpus.sources import check_integrity, read_document
+from evalkit.corpus.specs import VerdictPolicy
+from evalkit.corpus.tasks import load_task
 from evalkit.scoring import ScoreResult
-from evalkit.sources import check_integrity, read_document
+from evalkit.stages.pipeline import apply_verdict_policy, extraction_record, render_request, score_home
+from evalkit.stages.runner import _outcome
 
 DOC = "Account ACC-0042 starts on 1 March 2025 and pays a rate of 70%.\n"
 RECORD = {"account_id": "ACC-0042", "start": "2025-03-01", "rate": 0.7}
@@ -50,7 +50,7 @@ def scored(root, completion, verdict=None):
     (home / "extraction.json").write_text(json.dumps(extraction_record(member, Fixed(), request, completion)))
     score_home(member, home, None, document=document)
     data = json.loads((home / "score.json").read_text())
-    from evalkit.runner import Home
+    from evalkit.stages.runner import Home
 
     return data, verdict_line(_outcome(Home(member, "b", home), data), 1, 1, False)
 
@@ -125,7 +125,7 @@ def test_the_cli_prints_the_cause_and_the_report_table_has_the_column(tmp_path):
               "--out", tmp_path / "out")
     assert "memos/m0 … 100.0% FAIL" in res.output, res.output
     assert "↳ schema_invalid — the record breaks the task's output schema at $.rate, $.start" in res.output
-    from evalkit.report import load_scores
+    from evalkit.report.frames import load_scores
 
     members, _ = load_scores(tmp_path / "out" / "members" / "memos" / "m0", "memos")
     assert list(members["faults"]) == ["schema_invalid (FAIL)"]

@@ -1,4 +1,4 @@
-"""evalkit.views by item shape: the dispatch, what counts as a problem, nulls, the tree and graph
+"""evalkit.report.views by item shape: the dispatch, what counts as a problem, nulls, the tree and graph
 pages, and hostile text. No kernel: `display` is captured in-process."""
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ from pathlib import Path
 import IPython.display
 import pandas as pd
 import pytest
-
 from conftest import HOSTILE_FIELD, HOSTILE_IMG, HOSTILE_SCRIPT, TASK_ID
-from evalkit import report, views
-from evalkit.corpus import load_task
-from evalkit.render import clean_output_html, safe_svg
-from evalkit.scoring import ScoreContext, ScoreResult
 from test_render import tags
+
+from evalkit.corpus.tasks import load_task
+from evalkit.report import frames as report
+from evalkit.report import views
+from evalkit.report.render import clean_output_html, safe_svg
+from evalkit.scoring import ScoreContext, ScoreResult
 
 ADVENTURE = Path(__file__).resolve().parent.parent / "corpus" / "adventure"
 
@@ -371,7 +372,7 @@ def _write_member(run: Path, task: str, member: str, backend: str, score: float,
 
 
 def test_trend_needs_two_earlier_runs_and_adds_this_one(tmp_path, monkeypatch, capsys):
-    from evalkit.history import append_history
+    from evalkit.results.history import append_history
 
     runs = tmp_path / "runs"
     for i, name in enumerate(("r1", "r2", "r3")):
@@ -397,7 +398,7 @@ def test_trend_needs_two_earlier_runs_and_adds_this_one(tmp_path, monkeypatch, c
 def test_trend_joins_only_runs_over_the_same_members_on_a_24_hour_axis(tmp_path):
     import pandas as pd
 
-    from evalkit.history import run_means, trend_chart
+    from evalkit.results.history import run_means, trend_chart
 
     def line(run, member, value, time):
         return {"task": "enc", "backend": "fake", "run_id": run, "member": member, "value": value, "time": time}
@@ -420,7 +421,7 @@ def test_trend_joins_only_runs_over_the_same_members_on_a_24_hour_axis(tmp_path)
 # ------------------------------------------------------------------- the member page
 
 def test_locate_marks_values_by_outcome_and_lists_hallucinated_as_not_found():
-    from evalkit.views.member import locate, marked_html
+    from evalkit.report.views.member import locate, marked_html
 
     text = "Account ACC-1 signed 1 October 2025.\nRate  70% for account 10 via <b>Spotify</b>."
     items = [{"field": "account_id", "extracted": "10", "outcome": "hallucinated", "reason": "not in the source"},
@@ -444,7 +445,7 @@ def test_locate_marks_values_by_outcome_and_lists_hallucinated_as_not_found():
 def test_member_page_explains_the_extraction(run_copy):
     from test_render import tags
 
-    from evalkit.render import render_notebook
+    from evalkit.report.render import render_notebook
 
     run = run_copy
     for member in ("hostile", "plain"):

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from corpus_factory import add_member, cli, make_corpus, write_yaml
-from evalkit import runfolder
+
+from evalkit.results import runfolder
 
 PIPE = '''
 import re
@@ -69,9 +69,9 @@ def cassette(corpus: Path, path: Path) -> Path:
     schema); none of m4, m5 (not covered)."""
     from evalkit.backends import Completion
     from evalkit.backends.cassette import make_record
-    from evalkit.corpus import load_task
-    from evalkit.pipeline import render_request
-    from evalkit.sources import check_integrity, read_document
+    from evalkit.corpus.sources import check_integrity, read_document
+    from evalkit.corpus.tasks import load_task
+    from evalkit.stages.pipeline import render_request
 
     answers = {
         "m0": Completion(record={"account_id": "ACC-000", "rate": 0.5}, raw='{"account_id": "ACC-000", "rate": 0.5}'),

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import yaml
 
-from evalkit import reportpages
+from evalkit.board.scaffold import EXAMPLE_MEMBER, EXAMPLE_TASK
 from evalkit.errors import EXIT_OK
-from evalkit.scaffold import EXAMPLE_MEMBER, EXAMPLE_TASK
+from evalkit.report import pages as reportpages
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_DOCS = ("tutorial", "authoring", "corpus-format", "pages")  # the pages a project and `evalkit docs` name

@@ -1,4 +1,4 @@
-"""The one process-pool helper (`evalkit.workers.run_all`): order, dependencies, a dying worker, no nested pool."""
+"""The one process-pool helper (`evalkit.execution.workers.run_all`): order, dependencies, a dying worker, no nested pool."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import time
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 
-import evalkit.workers as workers
-from evalkit.workers import WorkerDied, run_all
+import evalkit.execution.workers as workers
+from evalkit.execution.workers import WorkerDied, run_all
 
 
 def pid_after(seconds: float) -> int:

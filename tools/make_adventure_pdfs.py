@@ -209,7 +209,7 @@ def _pin_manifest(member: str, digest: str) -> bool:
 def write_predictions(out: Path, sources: Path | None) -> list[str]:
     """Every member's truth, in the extraction shape, as out/<member>.json."""
     sys.path.insert(0, str(ROOT))
-    from evalkit.corpus import load_task
+    from evalkit.corpus.tasks import load_task
     from evalkit.errors import SourceMissing
 
     task = load_task(TASK_DIR)

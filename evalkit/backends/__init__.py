@@ -9,9 +9,9 @@ Recording and replay: `evalkit.backends.cassette`, with its failure sidecar
 
 from __future__ import annotations
 
-from .base import Backend, BackendContext, Completion, Request
-from .providers import Provider, provider, providers
-from .spec import BackendSpec, check_label, check_labels, folder_label, label_folder, labels_slug
+from evalkit.backends.base import Backend, BackendContext, Completion, Request
+from evalkit.backends.providers import Provider, provider, providers
+from evalkit.backends.spec import BackendSpec, check_label, check_labels, folder_label, label_folder, labels_slug
 
 __all__ = ["Backend", "BackendContext", "BackendSpec", "Completion", "Provider", "Request", "check_label",
            "check_labels", "folder_label", "label_folder", "labels_slug", "provider", "providers"]

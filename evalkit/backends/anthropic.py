@@ -14,7 +14,7 @@ which the API reads in that order before the messages — is sent as one cacheab
 ``cache_control: {"type": "ephemeral"}`` breakpoint on the system prompt (on the tool when there
 is none). The API caches a prefix of at least its model's minimum (1024 tokens or more, by model;
 shorter ones are sent and billed as usual); the usage it reports (``cache_creation_input_tokens``,
-``cache_read_input_tokens``) is recorded and priced apart (`evalkit.pricing`). ``cache=false``
+``cache_read_input_tokens``) is recorded and priced apart (`evalkit.backends.pricing`). ``cache=false``
 sends no breakpoint. The cassette key is the semantic request, so this changes no key.
 
 Input modes (`models.Settings.input`): a document sent as a PDF is one ``document`` content block
@@ -25,7 +25,7 @@ The key comes only from ``ANTHROPIC_API_KEY`` and is handed to the SDK
 directly (no profile or credentials-file discovery). The base URL can be
 changed only through the SDK's own ``ANTHROPIC_BASE_URL`` (tests point it at a
 local server). Options: ``model`` (default ``claude-sonnet-5-5``, the newest Sonnet the installed SDK lists,
-priced in `evalkit.pricing.DEFAULT_PRICES`), ``timeout``
+priced in `evalkit.backends.pricing.DEFAULT_PRICES`), ``timeout``
 (seconds per attempt, its whole body included, default 120), ``max_retries`` (the SDK's retries on
 429/5xx/timeouts, honouring ``retry-after``; default 4), ``send_temperature``, ``cache``.
 """
@@ -36,13 +36,25 @@ import json
 import os
 from typing import Any
 
-from ..errors import BackendError, UsageError
-from ..models import INPUT_MODES
-from .base import PDF_MEDIA_TYPE, BackendContext, Request
-from .live import (Attempt, LiveBackend, bounded_http_client, connection_error, decode_answer, import_sdk,
-                   not_an_answer, option_float, option_int, origin_of, response_text, status_error_body)
-from .providers import Provider
-from .spec import BackendSpec
+from evalkit.backends.base import PDF_MEDIA_TYPE, BackendContext, Request
+from evalkit.backends.live import (
+    Attempt,
+    LiveBackend,
+    bounded_http_client,
+    connection_error,
+    decode_answer,
+    import_sdk,
+    not_an_answer,
+    option_float,
+    option_int,
+    origin_of,
+    response_text,
+    status_error_body,
+)
+from evalkit.backends.providers import Provider
+from evalkit.backends.spec import BackendSpec
+from evalkit.corpus.specs import INPUT_MODES
+from evalkit.errors import BackendError, UsageError
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 KEY_ENV = "ANTHROPIC_API_KEY"

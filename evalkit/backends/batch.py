@@ -30,12 +30,12 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
-from ..errors import UsageError
-from ..redact import scrub_answer
-from .base import Completion, Request
-from .cassette import RecordingBackend, cassette_key
-from .live import Attempt
-from .providers import provider
+from evalkit.backends.base import Completion, Request
+from evalkit.backends.cassette import RecordingBackend, cassette_key
+from evalkit.backends.live import Attempt
+from evalkit.backends.providers import provider
+from evalkit.backends.redact import scrub_answer
+from evalkit.errors import UsageError
 
 POLL_ENV = "EVALKIT_BATCH_POLL_S"
 POLL_FIRST_S = 2.0

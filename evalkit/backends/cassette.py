@@ -32,7 +32,7 @@ of a prompt template, the schema or a setting changes the key.
 The seam sits above HTTP: only the semantic request and the response content
 and usage are stored — never headers, keys, base URLs or raw HTTP bodies — and
 what is stored of the response has passed the secret scrubber
-(`evalkit.redact`), as has what is replayed.
+(`evalkit.backends.redact`), as has what is replayed.
 (``member`` is stored for people reading the file and for miss messages; it
 is not part of the key.)
 
@@ -96,16 +96,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO, Iterable, Iterator, Mapping, Sequence
 
-from .. import __version__
-from ..errors import CassetteCorrupt, CassetteError, CassetteMiss, UsageError
-from ..jsonio import canonical_sha, encode, nonfinite_path, write_text
-from ..models import INPUT_MODES
-from ..redact import scrub, scrub_answer
-from .base import Completion, Request
-from .failures import Failure, FailureLog
-from .parse import parse_record
-from .providers import Provider, provider as provider_of
-from .spec import BackendSpec
+from evalkit import __version__
+from evalkit._util.jsonio import canonical_sha, encode, nonfinite_path, write_text
+from evalkit.backends.base import Completion, Request
+from evalkit.backends.failures import Failure, FailureLog
+from evalkit.backends.parse import parse_record
+from evalkit.backends.providers import Provider
+from evalkit.backends.providers import provider as provider_of
+from evalkit.backends.redact import scrub, scrub_answer
+from evalkit.backends.spec import BackendSpec
+from evalkit.corpus.specs import INPUT_MODES
+from evalkit.errors import CassetteCorrupt, CassetteError, CassetteMiss, UsageError
 
 CASSETTE = "cassette"  # the kind that replays a cassette
 RECORD_ENV = "EVALKIT_RECORD_LLM"

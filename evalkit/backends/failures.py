@@ -20,7 +20,7 @@ its token budget; ``malformed``: an answer whose text holds no JSON object (the 
 ``raw_body`` is never shortened. When a file would pass 20 MB it is renamed to
 ``<cassette>.failures.N.jsonl`` (``.recovered.N.jsonl``; N = 1, 2, ...) and a fresh one is started.
 Only what came back from the provider is written, after the secret scrubber
-(`evalkit.redact`): no request headers, no keys.
+(`evalkit.backends.redact`): no request headers, no keys.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..jsonio import encode
+from evalkit._util.jsonio import encode
 
 Classification = Literal["http_error", "not_an_answer", "truncation", "malformed"]
 ROTATE_BYTES = 20 * 1024 * 1024

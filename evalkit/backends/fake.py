@@ -6,11 +6,11 @@ import copy
 import json
 from typing import Any, Callable
 
-from ..errors import UsageError
-from ..models import INPUT_MODES
-from .base import BackendContext, Completion, Request
-from .providers import Provider
-from .spec import BackendSpec
+from evalkit.backends.base import BackendContext, Completion, Request
+from evalkit.backends.providers import Provider
+from evalkit.backends.spec import BackendSpec
+from evalkit.corpus.specs import INPUT_MODES
+from evalkit.errors import UsageError
 
 
 class FakeBackend:

@@ -5,7 +5,7 @@ that makes ONE provider call through the official SDK and reports what came
 back as an `Attempt` (error messages in full: they are cut to one line only
 after the secret scrubber has seen them). `LiveBackend.complete` adds the rest,
 identically for every provider: the secret scrubber on every attempt
-(`evalkit.redact`, before anything else sees it), timing, the single truncation
+(`evalkit.backends.redact`, before anything else sees it), timing, the single truncation
 retry with double the budget, JSON parsing, token and USD accounting, failure
 reporting (to the sidecar when recording), and turning provider errors into a
 `Completion` with ``error`` set instead of an exception.
@@ -37,12 +37,12 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable, Mapping
 
-from ..limits import ANSWER_BYTES, READ_DEADLINE_S
-from ..pricing import PriceTable, default_table, parts_tokens, request_chars
-from ..redact import scrub_answer
-from .base import Completion, Request
-from .failures import Failure
-from .parse import parse_record
+from evalkit.backends.base import Completion, Request
+from evalkit.backends.failures import Failure
+from evalkit.backends.parse import parse_record
+from evalkit.backends.pricing import PriceTable, default_table, parts_tokens, request_chars
+from evalkit.backends.redact import scrub_answer
+from evalkit.limits import ANSWER_BYTES, READ_DEADLINE_S
 
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MAX_RETRIES = 4  # the SDK's own retries of one call (429, 5xx, timeouts)
@@ -74,7 +74,7 @@ class Attempt:
 
 
 def option_float(options: Mapping[str, str], key: str, default: float) -> float:
-    from ..errors import UsageError
+    from evalkit.errors import UsageError
 
     try:
         return float(options.get(key, default))
@@ -83,7 +83,7 @@ def option_float(options: Mapping[str, str], key: str, default: float) -> float:
 
 
 def option_int(options: Mapping[str, str], key: str, default: int) -> int:
-    from ..errors import UsageError
+    from evalkit.errors import UsageError
 
     try:
         return int(options.get(key, default))
@@ -309,7 +309,7 @@ class LiveBackend:
         return self.prices or default_table()
 
     def live(self, request: Request) -> bool:
-        """Every call reaches the provider (what holds a lease of ``--scheduler``'s call limit: `evalkit.pool`)."""
+        """Every call reaches the provider (what holds a lease of ``--scheduler``'s call limit: `evalkit.execution.pool`)."""
         return True
 
     def estimate_usd(self, request: Request) -> float:

@@ -23,7 +23,7 @@ default false). None of these options is part of a cassette key.
 
 Input modes (`models.Settings.input`): a document sent as a PDF is a ``file`` content part (its bytes a
 ``data:application/pdf;base64,`` URL, its file name), as page images one ``image_url`` part per page (a
-``data:image/png;base64,`` URL, ``detail: high``, which `evalkit.pricing` prices), before the prompt's text.
+``data:image/png;base64,`` URL, ``detail: high``, which `evalkit.backends.pricing` prices), before the prompt's text.
 
 Prompt caching is the server's: OpenAI caches a prompt prefix of 1024 tokens or more by itself (the
 system message, then the user message, come in that order: what a task's members share comes
@@ -44,13 +44,25 @@ import json
 import os
 from typing import Any, Mapping
 
-from ..errors import BackendError, UsageError
-from ..models import INPUT_MODES
-from .base import PDF_MEDIA_TYPE, BackendContext, Request
-from .live import (Attempt, LiveBackend, bounded_http_client, connection_error, decode_answer, http_module, import_sdk,
-                   not_an_answer, option_float, option_int, origin_of, status_error_body)
-from .providers import Provider
-from .spec import BackendSpec
+from evalkit.backends.base import PDF_MEDIA_TYPE, BackendContext, Request
+from evalkit.backends.live import (
+    Attempt,
+    LiveBackend,
+    bounded_http_client,
+    connection_error,
+    decode_answer,
+    http_module,
+    import_sdk,
+    not_an_answer,
+    option_float,
+    option_int,
+    origin_of,
+    status_error_body,
+)
+from evalkit.backends.providers import Provider
+from evalkit.backends.spec import BackendSpec
+from evalkit.corpus.specs import INPUT_MODES
+from evalkit.errors import BackendError, UsageError
 
 SCHEMA_MODES = ("json_schema", "json_object", "none")
 DEFAULT_MODEL = "default"

@@ -19,8 +19,8 @@ import math
 import re
 from typing import Any
 
-from .. import limits
-from ..jsonio import nesting_depth
+from evalkit import limits
+from evalkit._util.jsonio import nesting_depth
 
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON|javascript|js)?[ \t]*\r?\n?(.*?)```", re.DOTALL)
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .. import limits
-from ..errors import CorpusError, LimitExceeded, UsageError
-from ..models import INPUT_MODES
-from ..jsonio import loads, read_bounded_text
-from ..status import LIMIT_PREFIX
-from .base import BackendContext, Completion, Request
-from .providers import Provider
-from .spec import BackendSpec
+from evalkit import limits
+from evalkit._util.jsonio import loads, read_bounded_text
+from evalkit.backends.base import BackendContext, Completion, Request
+from evalkit.backends.providers import Provider
+from evalkit.backends.spec import BackendSpec
+from evalkit.corpus.specs import INPUT_MODES
+from evalkit.errors import CorpusError, LimitExceeded, UsageError
+from evalkit.status import LIMIT_PREFIX
 
 
 def prediction_file(directory: str | Path, member_id: str) -> Path:

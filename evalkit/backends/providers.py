@@ -27,9 +27,9 @@ from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 from typing import Callable, Mapping
 
-from ..errors import UsageError
-from .base import Backend, BackendContext
-from .spec import BackendSpec
+from evalkit.backends.base import Backend, BackendContext
+from evalkit.backends.spec import BackendSpec
+from evalkit.errors import UsageError
 
 __all__ = ["Provider", "GROUP", "BUILTIN", "provider", "providers", "registry"]
 

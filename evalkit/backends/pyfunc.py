@@ -20,7 +20,7 @@ exception, ``sys.exit``, ``os._exit``, a segfault, the memory cap, the deadline,
 JSON or is over ``limits.ANSWER_BYTES`` — is that member's ``error`` (`evalkit.status`: cause
 ``pipeline_exception``, ``timeout`` or ``pipeline_result_invalid``), never the run's; the child is
 replaced. Its stdout and stderr are never shown: their last characters, scrubbed, end the error message.
-What the function returns (or raises) passes the secret scrubber like a provider's answer (`evalkit.redact`).
+What the function returns (or raises) passes the secret scrubber like a provider's answer (`evalkit.backends.redact`).
 """
 
 from __future__ import annotations
@@ -41,15 +41,15 @@ import weakref
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import limits
-from ..errors import UsageError
-from ..redact import scrub, scrub_answer, secrets, short
-from ..status import PIPELINE_RESULT_INVALID, TIMEOUT
-from .base import BackendContext, Completion, Request
-from .parse import parse_record
-from .providers import Provider
-from .pyworker import HEADER
-from .spec import BackendSpec
+from evalkit import limits
+from evalkit.backends.base import BackendContext, Completion, Request
+from evalkit.backends.parse import parse_record
+from evalkit.backends.providers import Provider
+from evalkit.backends.pyworker import HEADER
+from evalkit.backends.redact import scrub, scrub_answer, secrets, short
+from evalkit.backends.spec import BackendSpec
+from evalkit.errors import UsageError
+from evalkit.status import PIPELINE_RESULT_INVALID, TIMEOUT
 
 ENVELOPE_BYTES = 64 * 1024  # a frame's room beyond the answer itself (its kind, latency, the fields of a Completion)
 OUTPUT_KEPT = 16 * 1024  # bytes of a child's stdout/stderr held, newest last
@@ -241,7 +241,7 @@ def _close_all() -> None:
 def _register_stop() -> None:
     import atexit
 
-    from ..interrupt import at_stop
+    from evalkit._util.interrupt import at_stop
 
     atexit.register(_close_all)
     at_stop(_close_all)  # a stopped sweep worker: its children are killed; their folders go too

@@ -91,7 +91,7 @@ def _why_not_json(e: BaseException, message: dict[str, Any]) -> str:
     elif "Circular reference" in text:
         text = "it holds itself (a circular reference)"
     elif "Out of range float" in text:
-        from ..jsonio import nonfinite_path  # only on this path: the child starts light
+        from evalkit._util.jsonio import nonfinite_path  # only on this path: the child starts light
 
         at = nonfinite_path(message.get("value"))
         text = f"it holds NaN or infinity{f' at {at}' if at else ''} (use None for an unknown value)"

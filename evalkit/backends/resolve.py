@@ -30,14 +30,24 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..errors import CassetteCorrupt, CassetteError, CassetteMiss, EvalkitError, MissingKey, UsageError
-from ..pricing import PRICES_ENV, PriceTable, default_table, estimate_tokens, parts_tokens, request_chars
-from ..sources import sha256_file
-from .base import Backend, BackendContext, Request
-from .cassette import (CASSETTE, RECORD_ENV, REPLAY_ENV, Cassette, RecordingBackend, ReplayBackend, cassette_key,
-                       env_cassette, miss_message, why_missed)
-from .providers import Provider, provider, providers
-from .spec import BackendSpec
+from evalkit.backends.base import Backend, BackendContext, Request
+from evalkit.backends.cassette import (
+    CASSETTE,
+    RECORD_ENV,
+    REPLAY_ENV,
+    Cassette,
+    RecordingBackend,
+    ReplayBackend,
+    cassette_key,
+    env_cassette,
+    miss_message,
+    why_missed,
+)
+from evalkit.backends.pricing import PRICES_ENV, PriceTable, default_table, estimate_tokens, parts_tokens, request_chars
+from evalkit.backends.providers import Provider, provider, providers
+from evalkit.backends.spec import BackendSpec
+from evalkit.corpus.sources import sha256_file
+from evalkit.errors import CassetteCorrupt, CassetteError, CassetteMiss, EvalkitError, MissingKey, UsageError
 
 
 @dataclass
@@ -396,7 +406,7 @@ def cache_saving(r: Resolved, calls: Sequence[Request], table: PriceTable) -> tu
 
 
 def _max_retries(r: Resolved) -> int:
-    from .live import DEFAULT_MAX_RETRIES, option_int
+    from evalkit.backends.live import DEFAULT_MAX_RETRIES, option_int
 
     return option_int(r.options, "max_retries", DEFAULT_MAX_RETRIES) if r.provider.live and r.provider.metered else 0
 
@@ -434,7 +444,7 @@ def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: Pric
     `require_prices` (a dry run, or --max-usd, without --allow-unpriced): every backend that would call
     something, and a live judge, must have a price (`price_guard`). A replayed request with no recording is
     `not covered` (listed, its member left out; `evalkit.status`); with `strict_replay`, a guard."""
-    from .live import call_budgets
+    from evalkit.backends.live import call_budgets
 
     table = prices or default_table()
     plans: list[BackendPlan] = []

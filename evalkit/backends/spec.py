@@ -34,8 +34,8 @@ from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from ..errors import Escape, EvalkitError, UsageError
-from ..redact import remember
+from evalkit.backends.redact import remember
+from evalkit.errors import Escape, EvalkitError, UsageError
 
 __all__ = ["BackendSpec", "SECRET_KEYS", "LOCAL_KEYS", "FILE_KEYS", "redact_stored", "redact_url", "check_label",
            "check_labels", "label_folder", "folder_label", "labels_slug", "DEFAULT_CASSETTE", "default_specs",
@@ -230,8 +230,8 @@ def redacted_command(argv: list[str] | None = None) -> str:
     import shlex
     import sys
 
-    from ..errors import EvalkitError
-    from ..redact import scrub
+    from evalkit.backends.redact import scrub
+    from evalkit.errors import EvalkitError
 
     def safe(arg: str) -> str:
         flag, eq, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)

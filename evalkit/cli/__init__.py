@@ -11,7 +11,7 @@ traceback.
 
 from __future__ import annotations
 
-from . import board, corpus, project, run  # noqa: F401 - each module registers its commands on `main`
-from .app import main
+from evalkit.cli import board, corpus, project, run  # noqa: F401 - each module registers its commands on `main`
+from evalkit.cli.app import main
 
 __all__ = ["main"]

@@ -1,3 +1,3 @@
-from . import main
+from evalkit.cli import main
 
 main()

@@ -1,5 +1,5 @@
 """The command group. An `EvalkitError` ends a command with one line and its exit code; SIGINT and
-SIGTERM (`evalkit.interrupt`) with one line saying what finished and how to finish the rest, and
+SIGTERM (`evalkit._util.interrupt`) with one line saying what finished and how to finish the rest, and
 the exit code 128 + the signal number (130, 143)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import threading
 
 import click
 
-from .. import __version__
-from ..errors import EvalkitError, UsageError
+from evalkit import __version__
+from evalkit.errors import EvalkitError, UsageError
 
 # Commands whose run folder a re-run completes (a check or band sweep starts over).
 RESUMABLE = ("run", "score", "compare", "sweep")
@@ -24,8 +24,8 @@ def fail(err: EvalkitError) -> None:
 
 
 def _stopped(err: KeyboardInterrupt, args: list[str]) -> None:
-    from ..interrupt import Interrupted, received
-    from ..backends.spec import redacted_command as quoted
+    from evalkit._util.interrupt import Interrupted, received
+    from evalkit.backends.spec import redacted_command as quoted
 
     sig = err.signum if isinstance(err, Interrupted) else received()
     done = err.done if isinstance(err, Interrupted) else ""
@@ -56,7 +56,7 @@ class _Group(click.Group):
         except (FileExistsError, NotADirectoryError, IsADirectoryError) as e:  # a path naming the wrong thing
             fail(UsageError(f"{e.filename}: {e.strerror.lower()}: a file stands where a folder is needed, or the reverse"))
         except OSError as e:  # a write outside `jsonio` (a notebook, a lock) that found the disk full
-            from ..jsonio import DISK_ERRNOS, disk_full
+            from evalkit._util.jsonio import DISK_ERRNOS, disk_full
 
             if e.errno not in DISK_ERRNOS:
                 raise
@@ -69,10 +69,10 @@ class _Group(click.Group):
 @click.version_option(__version__, prog_name="evalkit")
 def main() -> None:
     """Measure how well an LLM extracts structured data from documents."""
-    from ..backends.cassette import env_cassette
+    from evalkit.backends.cassette import env_cassette
 
     env_cassette()  # EVALKIT_RECORD_LLM and EVALKIT_REPLAY_LLM both set: every command refuses at once (exit 2)
     if threading.current_thread() is threading.main_thread():
-        from ..interrupt import handle_signals
+        from evalkit._util.interrupt import handle_signals
 
         handle_signals()

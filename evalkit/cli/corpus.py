@@ -6,9 +6,9 @@ import sys
 
 import click
 
-from ..errors import EXIT_INVALID, EXIT_OK
-from .app import main
-from .options import CORPUS, SOURCES
+from evalkit.cli.app import main
+from evalkit.cli.options import CORPUS, SOURCES
+from evalkit.errors import EXIT_INVALID, EXIT_OK
 
 
 @main.command("validate")
@@ -16,8 +16,8 @@ from .options import CORPUS, SOURCES
 @SOURCES
 def validate_cmd(corpus, sources):
     """Lint a whole corpus and report every problem at once (exit 3 if any)."""
-    from ..corpus import DEFAULT_CORPUS, sources_dir
-    from ..validate import validate_corpus
+    from evalkit.corpus.tasks import DEFAULT_CORPUS, sources_dir
+    from evalkit.stages.validate import validate_corpus
 
     corpus = corpus or DEFAULT_CORPUS
     problems = validate_corpus(corpus, sources_dir(sources))
@@ -36,8 +36,8 @@ def validate_cmd(corpus, sources):
 @click.option("--markdown", is_flag=True, help="Print docs/metrics.md (every task) instead of the table.")
 def metrics_cmd(tasks, corpus, markdown):
     """Print the metrics TASK's scorer declares: name, definition, file:function (default: every task)."""
-    from .. import metrics
-    from ..corpus import DEFAULT_CORPUS, load_tasks
+    from evalkit.corpus import metrics
+    from evalkit.corpus.tasks import DEFAULT_CORPUS, load_tasks
 
     loaded = load_tasks(corpus or DEFAULT_CORPUS, list(tasks) or None)
     click.echo(metrics.markdown(loaded) if markdown else "\n".join(metrics.text(t) for t in loaded), nl=False)

@@ -19,7 +19,7 @@ class _Spec(click.ParamType):
         self.label = label
 
     def convert(self, value, param, ctx):
-        from ..backends import BackendSpec
+        from evalkit.backends import BackendSpec
 
         return value if isinstance(value, BackendSpec) else BackendSpec.parse(value, self.label)
 
@@ -29,12 +29,12 @@ JUDGE = _Spec("judge")  # --judge SPEC
 
 
 class _Scheduler(click.ParamType):
-    """``--scheduler local[:N]|tcp://HOST:PORT``, checked here (`evalkit.scheduler.parse`: a `UsageError`, exit 2)."""
+    """``--scheduler local[:N]|tcp://HOST:PORT``, checked here (`evalkit.execution.scheduler.parse`: a `UsageError`, exit 2)."""
 
     name = "scheduler"
 
     def convert(self, value, param, ctx):
-        from ..scheduler import parse
+        from evalkit.execution.scheduler import parse
 
         return str(parse(value))
 
@@ -75,7 +75,7 @@ ALLOW_UNPRICED = click.option(
 
 def _pipeline_timeout(ctx, param, value):
     """Set as the limit's override, read wherever it is checked (sweep workers inherit it): `evalkit.limits`."""
-    from ..limits import PIPELINE_TIMEOUT_S
+    from evalkit.limits import PIPELINE_TIMEOUT_S
 
     if value is not None:
         os.environ[PIPELINE_TIMEOUT_S.env] = repr(value)
@@ -119,7 +119,7 @@ SWEEP_OPTIONS = apply(
     PIPELINE_TIMEOUT,
 )
 
-# --samples K: K independent extractions per member × backend (`evalkit.samples`); run, sweep, compare --backend
+# --samples K: K independent extractions per member × backend (`evalkit.results.samples`); run, sweep, compare --backend
 SAMPLES = click.option("--samples", type=click.IntRange(1), default=1, metavar="K",
                        help="K independent extractions per member × backend (at the task's or --set temperature): "
                             "each member's score is the mean over its samples; reports show the spread, unstable "
@@ -162,10 +162,10 @@ JUDGE_OPTIONS = apply(
 def run_options(**given: Any):
     """The `RunOptions` of a command's parsed values (`runner.run_options`, which `evalkit.run` calls too): the
     scope options' click names (``--set``, ``--seed``) mapped to their fields."""
-    from ..runner import run_options as build
+    from evalkit.stages.runner import run_options as build
 
     if "set_" in given:  # SCOPE_OPTIONS
-        from ..models import parse_settings
+        from evalkit.corpus.specs import parse_settings
 
         given["settings"] = parse_settings(given.pop("set_"))
         given["seed"] = given.pop("sample_seed")

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import click
 
-from ..errors import EXIT_INTEGRITY, EXIT_INVALID, EXIT_OK
-from .app import main
-from .options import CORPUS, SOURCES
+from evalkit.cli.app import main
+from evalkit.cli.options import CORPUS, SOURCES
+from evalkit.errors import EXIT_INTEGRITY, EXIT_INVALID, EXIT_OK
 
 
 @main.command("init")
 @click.argument("directory", type=click.Path(path_type=Path, file_okay=False))
 def init_cmd(directory):
     """Start a project in DIRECTORY: a corpus with an example task and member, a scoreboard, a README."""
-    from ..scaffold import init_project
+    from evalkit.board.scaffold import init_project
 
     init_project(directory)
     click.echo(f"{directory}: project created; next: cd {shlex.quote(str(directory))} && evalkit run --backend fake"
@@ -31,8 +31,8 @@ def init_cmd(directory):
 @CORPUS
 def new_member_cmd(task, file, member_id, corpus):
     """Add FILE to TASK as a new member: sha256 pinned, truth.yaml skeleton from the task's schema."""
-    from ..corpus import DEFAULT_CORPUS
-    from ..scaffold import new_member
+    from evalkit.board.scaffold import new_member
+    from evalkit.corpus.tasks import DEFAULT_CORPUS
 
     member = new_member(corpus or DEFAULT_CORPUS, task, file, member_id)
     click.echo(f"{member}: added; fill in {member / 'truth.yaml'} and the licence in {member / 'manifest.yaml'}")
@@ -45,8 +45,8 @@ def new_member_cmd(task, file, member_id, corpus):
 def sources_cmd(check, corpus, sources):
     """List every file the pointer members need under the sources folder, whether it is present and
     matches its sha256, and per public data set where to get it, its licence and the layout to unpack."""
-    from ..corpus import DEFAULT_CORPUS, sources_dir
-    from ..datasets import ALTERED, expected_files, problems, render
+    from evalkit.corpus.datasets import ALTERED, expected_files, problems, render
+    from evalkit.corpus.tasks import DEFAULT_CORPUS, sources_dir
 
     folder = sources_dir(sources)
     expected = expected_files(corpus or DEFAULT_CORPUS, folder)
@@ -65,7 +65,7 @@ def sources_cmd(check, corpus, sources):
 def docs_cmd(name):
     """Print the path of the shipped docs page NAME (tutorial, authoring, corpus-format, …); without NAME, list
     the pages and the folder holding them."""
-    from ..resources import DOCS_DIR, doc, docs
+    from evalkit._util.resources import DOCS_DIR, doc, docs
 
     if name:
         click.echo(doc(name))

@@ -6,7 +6,7 @@ across backends — then where the results are and what was recorded.
 A run prints each member's line the moment it is scored (`printer`: ``[n/N] task/member … 85.0% PASS``,
 flushed, above any progress bar, piped to a file too), a sweep all of them at its end; both then list the
 skipped members with the reason (it names the fix) and one line per task × backend from their summary.json
-(`evalkit.summary.backend_line`: the headline's mean with its CI, held-out members apart)."""
+(`evalkit.results.summary.backend_line`: the headline's mean with its CI, held-out members apart)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import click
 
-from ..status import ERROR, SCORED, SKIPPED, count, shown
+from evalkit.status import ERROR, SCORED, SKIPPED, count, shown
 
 
 def pct(x: float | None) -> str:
@@ -92,7 +92,7 @@ def print_summary(result: Any, echo: Callable[[str], Any] = click.echo) -> None:
                 echo(f"  {line}")
         echo(f"Sweep folder: {result.run_dir}")
     else:
-        from ..runfolder import INDEX
+        from evalkit.results.runfolder import INDEX
 
         index = result.run_dir / INDEX
         echo(f"Report: {index if index.exists() else result.run_dir}")
@@ -104,7 +104,7 @@ def print_summary(result: Any, echo: Callable[[str], Any] = click.echo) -> None:
 def _task_lines(outcomes: list[Any], tasks: dict[str, Any], echo: Callable[[str], Any], sweep: bool) -> None:
     """Per task: a run's members not scored with why (a sweep listed every member above), those skipped for a
     missing source in one line, then one line per backend from summary.json (`summary.backend_line`)."""
-    from ..summary import backend_line
+    from evalkit.results.summary import backend_line
 
     unscored: dict[str, list[Any]] = {}
     for o in outcomes:
@@ -136,7 +136,7 @@ def print_recorded(recorded: Any, echo: Callable[[str], Any] = click.echo) -> No
     if recorded.history_error:
         click.echo(f"evalkit: history not updated: {recorded.history_error}", err=True)
     if recorded.board_error is not None:
-        from .app import fail
+        from evalkit.cli.app import fail
 
         fail(recorded.board_error)  # after the summary: the run's results stand, the board is not written
     if recorded.board is not None:

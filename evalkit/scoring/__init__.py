@@ -18,9 +18,9 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from ..errors import CorpusError
-from ..paths import inside
-from .base import Metric, Scorer, ScoreContext, ScoreResult, ratio
+from evalkit._util.paths import inside
+from evalkit.errors import CorpusError
+from evalkit.scoring.base import Metric, ScoreContext, Scorer, ScoreResult, ratio
 
 __all__ = ["Metric", "Scorer", "ScoreContext", "ScoreResult", "ratio", "load_scorer"]
 

@@ -26,9 +26,17 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .gate import is_missing
-from .normalize import document_keys, id_key, is_token_run, numbers_close, parse_date, parse_duration, parse_number
-from .text import normalize
+from evalkit.scoring.gate import is_missing
+from evalkit.scoring.normalize import (
+    document_keys,
+    id_key,
+    is_token_run,
+    numbers_close,
+    parse_date,
+    parse_duration,
+    parse_number,
+)
+from evalkit.scoring.text import normalize
 
 OUTCOMES = ("grounded", "right_value_wrong_evidence", "evidence_does_not_support", "evidence_not_found",
             "no_evidence")

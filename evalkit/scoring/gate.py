@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import Field
 
-from ..models import Strict
-from .normalize import exact, parse_number, show_decimal
+from evalkit.corpus.specs import Strict
+from evalkit.scoring.normalize import exact, parse_number, show_decimal
 
 
 class SumRule(Strict):

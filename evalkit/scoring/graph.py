@@ -34,14 +34,14 @@ Headline score: the relations F1 (strict); ``passed`` is ``score >=
 threshold`` (task.yaml's `threshold`), None when the score is null.
 
 Judged metrics (``judged_<axis>_precision|recall|f1``) are null unless a judge
-has looked at this result: the judge phase (`evalkit.judge`, ``evalkit run
+has looked at this result: the judge phase (`evalkit.stages.judge`, ``evalkit run
 --judge``) writes judgments.json beside extraction.json and the pipeline hands
 it over as ``ctx.extra["judgments"]``. They are computed here, purely, from the
 strict matches plus the judge-accepted (missed, spurious) pairs — each row used
 at most once, and only pairs whose keys the strict pass really left unmatched.
 
 Under ``--ontology`` in strict mode (``ctx.extra["ontology"]``) the result also
-carries ``vocabulary_compliance`` (`evalkit.ontology.compliance`).
+carries ``vocabulary_compliance`` (`evalkit.scoring.ontology.compliance`).
 """
 
 from __future__ import annotations
@@ -52,12 +52,12 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from ..models import Strict as _Strict
-from ..ontology import compliance
-from ..stats import macro_f1, summed
-from .base import Metric, Scorer, ScoreContext, ScoreResult
-from .sets import PRF, match_sets
-from .text import fold, token_f1
+from evalkit.corpus.specs import Strict as _Strict
+from evalkit.scoring.base import Metric, ScoreContext, Scorer, ScoreResult
+from evalkit.scoring.ontology import compliance
+from evalkit.scoring.sets import PRF, match_sets
+from evalkit.scoring.stats import macro_f1, summed
+from evalkit.scoring.text import fold, token_f1
 
 __all__ = [
     "AXES",
@@ -310,7 +310,7 @@ def score(extraction: dict[str, Any] | None, truth: GraphTruth, ctx: ScoreContex
     if ontology:
         details["ontology_mode"] = ontology.get("mode")
         if ontology.get("mode") == "strict":
-            from ..ontology import Ontology
+            from evalkit.scoring.ontology import Ontology
 
             figures = compliance(record, Ontology.from_json(ontology))
             metrics["vocabulary_compliance"] = figures["vocabulary_compliance"]

@@ -10,15 +10,15 @@ with dateutil: dateutil fills unknown parts from a default date, but CUAD's
 from __future__ import annotations
 
 import calendar
-import functools
 import datetime as _dt
+import functools
 import math
 import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import NamedTuple
 
-from .text import normalize
+from evalkit.scoring.text import normalize
 
 # ---------------------------------------------------------------- dates
 

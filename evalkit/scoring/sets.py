@@ -11,8 +11,8 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import stats
-from .base import ratio
+from evalkit.scoring import stats
+from evalkit.scoring.base import ratio
 
 
 @dataclass(frozen=True)

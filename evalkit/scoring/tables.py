@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from .gate import is_missing
-from .sets import PRF
+from evalkit.scoring.gate import is_missing
+from evalkit.scoring.sets import PRF
 
 # (column, expected value, extracted value) -> (equal under the column's kind, reason); both sides non-null
 Same = Callable[[str, Any, Any], "tuple[bool, str]"]

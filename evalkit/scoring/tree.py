@@ -24,9 +24,10 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
-from .base import ratio
-from .sets import PRF, match_sets
-from .text import _PUNCT as _KEY_PUNCT, normalize
+from evalkit.scoring.base import ratio
+from evalkit.scoring.sets import PRF, match_sets
+from evalkit.scoring.text import _PUNCT as _KEY_PUNCT
+from evalkit.scoring.text import normalize
 
 __all__ = [
     "norm_key", "align_one_to_one", "align_many_to_one", "edge", "edge_label", "pair_prf",

@@ -44,7 +44,7 @@ class Catalog:
 
 @lru_cache(maxsize=8)
 def _catalog_at(path: str, mtime: float) -> Catalog:
-    from evalkit.corpus import parse
+    from evalkit.corpus.tasks import parse
 
     model, _ = parse(CatalogFile, Path(path))
     return Catalog(model.creatures, source=path)

@@ -1,0 +1,174 @@
+"""`evalkit rescore`: re-score standing scoreboard entries offline, from the committed archive.
+
+For each selected entry: the record in its archive file (``<task>/records/<backend>/<member>.json`` beside
+the board, `evalkit.results.scoreboard`; an entry written before the archive existed: ``<run_folder>/extraction.json``)
+is scored again
+(`pipeline.score_record`) against the member's *current* truth, task options and scorer. The
+entry's ``metrics``, ``passed`` and ``truth_sha256`` are replaced and a ``rescored`` block
+(evalkit version, task.yaml sha256) is added; its ``run`` block is carried verbatim, byte for
+byte. No backend is constructed and no model is called. Neither the archive nor the run folders are
+modified, and a fresh clone (no ``runs/``) re-scores every entry that has an archive file.
+
+A member whose source no longer passes its integrity check is refused (the entry is left as it
+was): the hallucination check reads the source text, so a changed source would change the scores
+for the wrong reason.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from evalkit import __version__
+from evalkit.errors import EXIT_INTEGRITY, EXIT_INVALID, EXIT_OK, EvalkitError, IntegrityError
+from evalkit.results.scoreboard import ScoreboardError, edit_board, iter_entries, load_board
+
+__all__ = ["Rescored", "RescoreResult", "rescore"]
+
+
+@dataclass
+class Rescored:
+    task: str
+    member: str
+    backend: str
+    status: str  # rescored | refused | failed
+    before: dict[str, Any] = field(default_factory=dict)
+    after: dict[str, Any] = field(default_factory=dict)
+    message: str = ""
+
+    @property
+    def changed(self) -> list[str]:
+        return sorted(k for k in set(self.before) | set(self.after) if self.before.get(k) != self.after.get(k))
+
+
+@dataclass
+class RescoreResult:
+    board: Path
+    entries: list[Rescored]
+
+    @property
+    def exit_code(self) -> int:
+        statuses = {e.status for e in self.entries}
+        if "refused" in statuses:
+            return EXIT_INTEGRITY
+        if "failed" in statuses:
+            return EXIT_INVALID
+        return EXIT_OK
+
+
+def replayed_record(member: Any, document: Any, archived: dict[str, Any], entry: dict[str, Any],
+                    board_dir: Path) -> Any:
+    """The record an archive names by its cassette (``"replay": true``, a pointer member's): the same request
+    rendered again and replayed from that committed cassette — no model call. A request that no longer renders
+    the same (the prompt, schema or settings changed since) is refused: re-run the entry."""
+    from evalkit.backends import BackendContext, BackendSpec
+    from evalkit.backends.resolve import open_backends, resolve_backends
+    from evalkit.corpus.specs import Settings
+    from evalkit.stages.pipeline import render_request, request_sha, run_sync
+
+    sent = {k: v for k, v in (entry.get("settings") or {}).items() if k in Settings.model_fields}
+    request = render_request(member.task, member, document, None, Settings().with_overrides(sent))
+    if request_sha(request) != archived.get("request_sha256"):
+        raise EvalkitError(f"{member.key}: its request no longer renders as when the entry was scored (the prompt, "
+                           "schema or settings changed): re-run it (evalkit sweep --update-scoreboard)")
+    backend = archived.get("backend") or {}
+    spec = BackendSpec.parse(backend.get("spec", ""), label=backend.get("label"))
+    path = Path(spec.options.get("path", ""))
+    if not path.is_absolute() and not path.is_file():  # stored relative to the project: the board's parent's parent
+        spec = BackendSpec(spec.label, spec.kind, {**spec.options, "path": str(board_dir.parent / path)})
+    replayer = open_backends(resolve_backends([spec], []), BackendContext(), None, check=False)[0]
+    try:
+        return run_sync(replayer.complete(request)).record
+    finally:
+        run_sync(replayer.aclose())
+
+
+def _rescore_one(board_dir: Path, task_id: str, member_id: str, label: str, entry: dict[str, Any],
+                 corpus: Path, sources: Path | None, cache: dict) -> tuple[Rescored, dict[str, Any] | None]:
+    from evalkit.corpus.sources import check_integrity, read_document, sha256_file
+    from evalkit.corpus.tasks import find_task
+    from evalkit.results.runfolder import read_extraction
+    from evalkit.results.scoreboard import read_archived, truth_sha256
+    from evalkit.stages.pipeline import apply_verdict_policy, score_record
+
+    res = Rescored(task_id, member_id, label, "failed", before=dict(entry.get("metrics") or {}))
+    folder = entry.get("run_folder")
+    if not folder and not entry.get("archive"):
+        res.message = "the entry names no archive and no run_folder: nothing to re-score from"
+        return res, None
+    try:
+        extraction = read_archived(board_dir, entry)
+        if extraction is None:
+            if not folder:
+                raise EvalkitError(f"{board_dir / entry['archive']}: archived record not found")
+            extraction = read_extraction(board_dir / folder)
+        if task_id not in cache:
+            cache[task_id] = find_task(corpus, task_id)
+        member = cache[task_id].member(member_id)
+        document = read_document(check_integrity(member, sources))
+        if "record" not in extraction and extraction.get("replay"):
+            extraction = {**extraction, "record": replayed_record(member, document, extraction, entry, board_dir)}
+        threshold = (entry.get("settings") or {}).get("threshold")
+        result = score_record(member, extraction.get("record"), document, sources, threshold)
+        # the task's verdict policy on a schema_invalid or truncated answer, as a run applies it
+        run = {**(entry.get("run") or {}), **(extraction.get("run") or {})}
+        result = apply_verdict_policy(result, run, member.task.spec.verdict)
+    except IntegrityError as e:
+        res.status, res.message = "refused", str(e)
+        return res, None
+    except EvalkitError as e:
+        res.message = str(e)
+        return res, None
+    new = {k: v for k, v in entry.items()}  # shallow: the run block object itself is carried over
+    new["metrics"] = result.metrics
+    new["passed"] = result.passed
+    new["truth_sha256"] = truth_sha256(member, sources)
+    new["rescored"] = {"evalkit_version": __version__,
+                       "task_sha256": sha256_file(member.task.dir / "task.yaml")}
+    res.status, res.after = "rescored", dict(result.metrics)
+    return res, new
+
+
+def rescore(board_path: str | Path, *, corpus: str | Path | None = None, sources: str | Path | None = None,
+            tasks: Iterable[str] | None = None, only: Iterable[str] | None = None,
+            backends: Iterable[str] | None = None) -> RescoreResult:
+    """Re-score the selected entries of `board_path` (see module docstring).
+
+    `corpus` defaults to the board's folder; `only` takes member ids or ``task/member`` keys;
+    `backends` takes labels.
+    """
+    from evalkit.corpus.tasks import sources_dir
+
+    board_path = Path(board_path)
+    corpus = Path(corpus) if corpus is not None else board_path.parent
+    src = sources_dir(sources)
+    want_t, want_m, want_b = set(tasks or ()), set(only or ()), set(backends or ())
+    snapshot = load_board(board_path, must_exist=True)
+    cache: dict = {}
+    results, updates = [], {}
+    for task, member, label, entry in iter_entries(snapshot):
+        if (want_t and task not in want_t) or (want_m and member not in want_m and f"{task}/{member}" not in want_m) \
+                or (want_b and label not in want_b):
+            continue
+        res, new = _rescore_one(board_path.parent, task, member, label, entry, corpus, src, cache)
+        results.append(res)
+        if new is not None:
+            updates[(task, member, label)] = (entry.get("run"), new)
+    if not results:
+        raise ScoreboardError(f"{board_path}: no entry matches the selection")
+    if updates:
+        with edit_board(board_path) as board:
+            for (task, member, label), (run, new) in updates.items():
+                current = board["tasks"].get(task, {}).get(member, {}).get(label)
+                if current is None or current.get("run") != run:
+                    # Replaced by a newer run while we were scoring: leave the newer entry alone.
+                    for r in results:
+                        if (r.task, r.member, r.backend) == (task, member, label):
+                            r.status, r.message = "failed", "the entry changed while re-scoring; run rescore again"
+                    continue
+                new = copy.copy(new)
+                new["run"] = current["run"]  # verbatim: the same JSON value, serialized the same way
+                board["tasks"][task][member][label] = new
+    return RescoreResult(board=board_path, entries=results)

@@ -1,0 +1,220 @@
+"""`evalkit report --scoreboard`: the committed standings as one page.
+
+First the standings, per task × backend: members, passed/N, the mean score with its bootstrap CI over the
+tuned members, and the held-out members' on a row apart (`summary.figure`, the seed `summary.json` uses).
+Then what changed since the board's previous version in git (the last commit whose board differs from this
+one): only the entries whose figures moved — added, removed, a verdict flipped, the score or another metric
+moved — and one line counting the rest (a re-run that scored the same only has a new run block). Then per
+task: the band (`evalkit.results.band`: each gated metric's mean over members, its bootstrap interval and
+the noise band a regression must exceed), then one row per member × backend of the board
+(`evalkit.results.scoreboard`): verdict, score, the gated metrics, the run block (model, date, tokens, USD,
+latency, replayed), the non-default settings. The page has the shared head (`evalkit.report.chrome`), so its tables sort and filter.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from evalkit._util.jsonio import write_text
+from evalkit.corpus.tasks import DEFAULT_CORPUS, HELDOUT, TUNED, heldout_keys
+from evalkit.report import chrome
+from evalkit.report.runspage import BOARD_DIR, is_runs_page
+from evalkit.results.band import band_path, load_band
+from evalkit.results.runfolder import INDEX
+from evalkit.results.scoreboard import board_path, iter_entries, load_board
+from evalkit.results.summary import figure
+from evalkit.scoring.stats import SEED, as_number, sub_seed
+
+__all__ = ["previous_board", "Changes", "board_changes", "standings", "render_board_html", "write_board_report"]
+
+e = html.escape
+
+
+def previous_board(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(board, "commit date") of the last git commit of `path` whose content differs from the file now;
+    (None, why) when there is none (not in git, or never changed)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=path.parent, capture_output=True, text=True, check=True).stdout
+
+    try:
+        now = path.read_text(encoding="utf-8")
+        for line in git("log", "--format=%H %h %cs", "--", path.name).splitlines():
+            full, short, date = line.split(" ", 2)
+            then = git("show", f"{full}:./{path.name}")
+            if then != now:
+                return json.loads(then), f"{short} ({date})"
+    except (OSError, subprocess.CalledProcessError, ValueError):
+        return None, "no git history of the board here"
+    return None, "no earlier version of the board in git"
+
+
+def _score(entry: Mapping[str, Any] | None) -> Any:
+    return None if entry is None else (entry.get("metrics") or {}).get("score")
+
+
+class Changes(NamedTuple):
+    """What `board_changes` found: the entries whose figures moved, and how many did not."""
+
+    rows: list[dict[str, Any]]  # task, member, backend, change, score before, score after
+    unchanged: int  # entries in both boards with the same figures
+    rerun: int  # of those, how many have a new run block (re-run, same figures)
+
+
+def _figures(entry: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """What an entry measures (its verdict and metrics), apart from how and when it was run."""
+    return entry.get("passed"), dict(entry.get("metrics") or {})
+
+
+def board_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> Changes:
+    """Per task × member × backend whose figures differ: added, removed, verdict flipped, score or other
+    metrics moved; every other entry is counted as unchanged (`Changes`)."""
+    old = {(t, m, b): x for t, m, b, x in iter_entries(before)}
+    new = {(t, m, b): x for t, m, b, x in iter_entries(after)}
+    rows, unchanged, rerun = [], 0, 0
+    for key in sorted(old.keys() | new.keys()):
+        a, b = old.get(key), new.get(key)
+        if a is not None and b is not None and _figures(a) == _figures(b):
+            unchanged += 1
+            rerun += a != b
+            continue
+        if a is None or b is None:
+            what = "added" if a is None else "removed"
+        elif a.get("passed") != b.get("passed"):
+            what = "verdict " + " → ".join(_verdict(x.get("passed")) for x in (a, b))
+        elif _score(a) != _score(b):
+            what = "score"
+        else:
+            ma, mb = _figures(a)[1], _figures(b)[1]
+            what = "metrics: " + ", ".join(sorted(k for k in ma.keys() | mb.keys() if ma.get(k) != mb.get(k)))
+        rows.append({"task": key[0], "member": key[1], "backend": key[2], "change": what,
+                     "score before": _score(a), "score after": _score(b)})
+    return Changes(rows, unchanged, rerun)
+
+
+def standings(board: Mapping[str, Any], heldout: frozenset[str] | set[str] = frozenset()) -> list[dict[str, Any]]:
+    """Per task × backend, tuned then held-out members apart: members, passed, the mean score and its CI."""
+    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+    for task, member, label, x in iter_entries(board):
+        group = HELDOUT if f"{task}/{member}" in heldout else TUNED
+        groups.setdefault((task, label, group), []).append(x)
+    rows = []
+    for (task, label, group), xs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] != TUNED)):
+        fig = figure([as_number(_score(x)) for x in xs], sub_seed(SEED, task, "score"))
+        rows.append({"task": task, "backend": label, "members": group, "n": len(xs),
+                     "passed": sum(x.get("passed") is True for x in xs), "mean": fig["mean"], "ci": fig["ci"]})
+    return rows
+
+
+def _verdict(passed: Any) -> str:
+    return "n/a" if passed is None else ("PASS" if passed else "FAIL")
+
+
+def _cell(value: Any, cls: str = "") -> str:
+    if value is None:
+        text = "—"
+    elif isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, float):
+        text = f"{value:.4g}" if abs(value) >= 1 or value == 0 else f"{value:.3f}"
+    elif isinstance(value, (dict, list)):
+        text = json.dumps(value, sort_keys=True) if value else "—"
+    else:
+        text = str(value)
+    attr = f' class="{cls}"' if cls else ""
+    return f"<td{attr}>{e(text)}</td>"
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    return ('<div class="ek-wide"><table><thead><tr>' + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr></thead><tbody>"
+            + "".join("<tr>" + "".join(r) + "</tr>" for r in rows) + "</tbody></table></div>")
+
+
+def _ci(ci: Any) -> str | None:
+    return None if not ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def render_board_html(board: Mapping[str, Any], band: Mapping[str, Any] | None, changes: Changes | None,
+                      since: str | None, title: str = "evalkit scoreboard", heldout: frozenset[str] | set[str] = frozenset(),
+                      links: list[tuple[str, str | None]] | None = None) -> str:
+    """The page; `heldout`: ``task/member`` of the held-out members, whose figures are shown apart; `links`:
+    the navigation bar's (`chrome.nav`)."""
+    entries = list(iter_entries(board))
+    tasks = sorted({t for t, *_ in entries})
+    out = [f"<h1>{e(title)}</h1>",
+           f"<p>{len(entries)} entries: {len(tasks)} task(s) × member × backend, the standing of each as committed.</p>"]
+    out.append("<h2>Standings</h2>")
+    out.append("<p>Per task × backend: the mean score over the members with its 95 % bootstrap CI (resampling "
+               "members); held-out members on their own row, never pooled with the tuned ones.</p>")
+    out.append(_table(["task", "backend", "members", "passed/N", "mean score", "95% CI"],
+                      [[_cell(r["task"]), _cell(r["backend"]), _cell(r["members"]),
+                        _cell(f"{r['passed']}/{r['n']}", "num"), _cell(r["mean"], "num"),
+                        _cell(_ci(r["ci"]) or "no score metric in these entries", "" if r["ci"] else "missing")]
+                       for r in standings(board, heldout)]))
+    out.append("<h2>What changed</h2>")
+    if changes is None:
+        out.append(f"<p>{e(since or 'no earlier version')}: nothing to compare with.</p>")
+    else:
+        rerun = f" ({changes.rerun} re-run with the same figures)" if changes.rerun else ""
+        same = f"{changes.unchanged} entr{'y' if changes.unchanged == 1 else 'ies'} unchanged{rerun}."
+        if not changes.rows:
+            out.append(f"<p>No entry's figures changed since {e(since or '')}. {same}</p>")
+        else:
+            n = len(changes.rows)
+            out.append(f"<p>{n} entr{'y' if n == 1 else 'ies'} changed since {e(since or '')}; {same}</p>")
+            out.append(_table(["task", "member", "backend", "change", "score before", "score after"],
+                              [[_cell(c[k]) for k in ("task", "member", "backend", "change", "score before", "score after")]
+                               for c in changes.rows]))
+    bands = (band or {}).get("tasks") or {}
+    for task in tasks:
+        out.append(f"<h2>{e(task)}</h2>")
+        tb = bands.get(task) or {}
+        gated = sorted(k for k, v in (tb.get("metrics") or {}).items() if isinstance(v, dict) and v.get("gated"))
+        shown = [g for g in gated if g != "score"]
+        if tb:
+            out.append(f"<p>The band over {e(str(tb.get('members', '—')))} members: a regression must exceed it "
+                       "(and the interval is a bootstrap over members).</p>")
+            groups = [("tuned", tb), ("held-out", tb.get("heldout") or {})]
+            out.append(_table(["metric", "members", "n", "mean", "95% CI", "band", "spread across sweeps"],
+                              [[_cell(k), _cell(group), _cell(v.get("n"), "num"), _cell(v.get("mean"), "num"),
+                                _cell(_ci(v.get("ci"))),
+                                _cell(v.get("band"), "num"), _cell(v.get("spread"), "num")]
+                               for group, block in groups
+                               for k, v in sorted((block.get("metrics") or {}).items()) if k in gated]))
+        else:
+            out.append("<p>No band measured for this task (<code>evalkit band</code>).</p>")
+        head = ["member", "held out", "backend", "verdict", "score", *shown, "model", "date", "input tokens", "output tokens",
+                "USD", "latency s", "replayed", "settings", "run"]
+        rows = []
+        for t, member, label, x in entries:
+            if t != task:
+                continue
+            run, metrics = x.get("run") or {}, x.get("metrics") or {}
+            v = _verdict(x.get("passed"))
+            rows.append([_cell(member), _cell("held out" if f"{task}/{member}" in heldout else ""), _cell(label), f'<td class="{v if v != "n/a" else "missing"}">{v}</td>',
+                         _cell(metrics.get("score"), "num"), *[_cell(metrics.get(g), "num") for g in shown],
+                         _cell(run.get("model")), _cell(str(run["date"])[:16].replace("T", " ") if run.get("date") else None, "nowrap"), _cell(run.get("input_tokens"), "num"),
+                         _cell(run.get("output_tokens"), "num"), _cell(run.get("usd"), "num"),
+                         _cell(run.get("latency_s"), "num"), _cell(run.get("replayed")), _cell(x.get("settings")),
+                         _cell(run.get("run_id"))])
+        out.append(_table(head, rows))
+    return chrome.document(title, "\n".join(out), chrome.nav([("scoreboard", None)], links or ()))
+
+
+def write_board_report(corpus: str | Path | None = None, out: str | Path | None = None) -> Path:
+    """Render the corpus's committed scoreboard (and band) to `out` (default ``runs/scoreboard/index.html``)."""
+    path = board_path(corpus)
+    board = load_board(path, must_exist=True)
+    before, since = previous_board(path)
+    changes = board_changes(before, board) if before is not None else None
+    out = Path(out) if out is not None else Path("runs") / BOARD_DIR / INDEX
+    runs = out.parent.parent / INDEX  # the default place: runs/scoreboard/, beside the runs page
+    links = [("all runs", chrome.href("..", INDEX))] if is_runs_page(runs) else []
+    page = render_board_html(board, load_band(band_path(corpus)), changes, since,
+                             heldout=heldout_keys(corpus or DEFAULT_CORPUS), links=links)
+    write_text(out, page)
+    return out

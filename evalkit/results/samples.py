@@ -1,0 +1,196 @@
+"""Repeated samples (``--samples K``): K independent extractions of each member × backend, and what they say.
+
+Pure functions over the samples' score.json data (`runfolder.read_sample_scores`: one dict per sample, in
+sample order, each with ``sample``, ``status``, ``score``, ``passed``, ``items``):
+
+* `member_figures`: one member × backend's spread — ``k`` samples, ``k_scored`` of them scored, the
+  ``mean`` and ``sd`` (sample SD, n − 1) of their scores, ``pass_at_k`` (any scored sample PASS) and
+  ``pass_hat_k`` (every scored sample PASS) of the verdict, ``agreement`` (the mean over items of
+  `item_agreement`'s share). When K > 1 the member's **headline score is the mean over its scored samples**.
+* `item_agreement`: per item, each sample's outcome, the modal outcome and the share of samples agreeing
+  with it; `unstable` lists the items whose outcome flips between samples, most unstable first.
+* `backend_figures`: the block summary.json gains per task × backend when K > 1, including
+  ``sample_means``: the corpus mean of each sample index (what `evalkit band` reads as K runs).
+
+A failure is never a number: an errored sample (no score) is left out of every mean, SD, verdict share and
+agreement, and counted (``k_scored`` of ``k``; ``errors``: cause → count).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from evalkit.scoring.stats import as_number
+from evalkit.status import SCORED, status_of
+
+__all__ = ["headline", "member_figures", "item_agreement", "scored_tables", "unstable", "backend_figures", "item_id", "ABSENT", "IDENTITY"]
+
+ABSENT = "absent"  # the outcome of an item a sample's table does not have (e.g. an extra only some samples made)
+# The item-table columns that name an item (whichever a scorer's rows have); the outcome is ``outcome``.
+IDENTITY = ("field", "axis", "family", "key", "path", "name", "item", "row", "column")
+
+
+def _scored(samples: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [s for s in samples if status_of(s) == SCORED and as_number(s.get("score")) is not None]
+
+
+def sd(xs: Sequence[float]) -> float | None:
+    """The sample standard deviation (n − 1); None below two values."""
+    if len(xs) < 2:
+        return None
+    m = sum(xs) / len(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def member_figures(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One member × backend's samples (see module docstring); `samples` in sample order."""
+    scored = _scored(samples)
+    xs = [float(as_number(s["score"])) for s in scored]  # type: ignore[arg-type]
+    verdicts = [s.get("passed") for s in scored if s.get("passed") is not None]
+    errors = Counter(str(s.get("cause") or "") for s in samples if status_of(s) != SCORED)
+    items = item_agreement(scored_tables(samples))
+    return {
+        "k": len(samples), "k_scored": len(scored),
+        "scores": [as_number(s.get("score")) if status_of(s) == SCORED else None for s in samples],
+        "passed": [s.get("passed") if status_of(s) == SCORED else None for s in samples],
+        "mean": sum(xs) / len(xs) if xs else None, "sd": sd(xs),
+        "pass_at_k": any(verdicts) if verdicts else None,
+        "pass_hat_k": all(verdicts) if verdicts else None,
+        "agreement": sum(i["agreement"] for i in items) / len(items) if items else None,
+        "unstable": sum(i["agreement"] < 1 for i in items),
+        "errors": dict(sorted(errors.items())),
+    }
+
+
+def item_id(row: Mapping[str, Any]) -> str:
+    """An item's name across samples: its identity columns' values (`IDENTITY`), as compact JSON."""
+    return json.dumps({c: row[c] for c in IDENTITY if c in row and row[c] is not None}, sort_keys=True,
+                      separators=(",", ":"), default=str)
+
+
+def item_agreement(tables: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """Per item of the scored samples' item `tables` (one per sample): ``item`` (`item_id`; the n-th repeat of
+    a name within one table is told apart by ``#n``), ``outcomes`` (one per sample, `ABSENT` where a table
+    lacks it), ``modal`` (the commonest outcome; ties go to the first seen) and ``agreement`` (the share of
+    samples with the modal outcome). Items in first-seen order; [] with fewer than two tables."""
+    if len(tables) < 2:
+        return []
+    keyed: list[dict[str, str]] = []
+    order: dict[str, None] = {}
+    for table in tables:
+        seen: Counter = Counter()
+        mine: dict[str, str] = {}
+        for row in table:
+            if "outcome" not in row:
+                continue
+            base = item_id(row)
+            name = base if not seen[base] else f"{base}#{seen[base]}"
+            seen[base] += 1
+            mine[name] = str(row["outcome"])
+            order.setdefault(name)
+        keyed.append(mine)
+    out = []
+    for name in order:
+        outcomes = [t.get(name, ABSENT) for t in keyed]
+        modal, n = Counter(outcomes).most_common(1)[0]
+        out.append({"item": name, "outcomes": outcomes, "modal": modal, "agreement": n / len(outcomes)})
+    return out
+
+
+def scored_tables(samples: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """The item tables of the scored samples (an errored sample has none: it is left out)."""
+    return [list(s.get("items") or []) for s in _scored(samples)]
+
+
+def unstable(tables_of: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]], limit: int | None = None
+             ) -> list[dict[str, Any]]:
+    """The items whose outcome flips between samples, over several members (`tables_of`: name → its scored
+    samples' item tables, `scored_tables`), most unstable first (lowest agreement, then most distinct
+    outcomes, then member and item order); at most `limit`."""
+    rows = []
+    for name, tables in tables_of.items():
+        for i, item in enumerate(item_agreement(tables)):
+            if item["agreement"] < 1:
+                rows.append({"member": name, **item, "distinct": len(set(item["outcomes"])), "_order": i})
+    rows.sort(key=lambda r: (r["agreement"], -r["distinct"], r["member"], r["_order"]))
+    return [{k: v for k, v in r.items() if k != "_order"} for r in rows[:limit]]
+
+
+def backend_figures(members: Sequence[Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+    """summary.json's ``samples`` block of one task × backend: over its members' samples (each a list in
+    sample order). ``k``: the most samples a member has; ``k_scored`` / ``k_total``: scored and attempted
+    samples; ``sd``: the mean of the members' SDs; ``agreement``: the mean of their item agreement;
+    ``pass_at_k`` / ``pass_hat_k``: the share of members (with a verdict) for which it holds;
+    ``sample_means``: per sample index, the mean score over the members that scored it."""
+    figures = [member_figures(s) for s in members]
+    k = max((f["k"] for f in figures), default=0)
+
+    def share(key: str) -> float | None:
+        vs = [f[key] for f in figures if f[key] is not None]
+        return sum(vs) / len(vs) if vs else None
+
+    def avg(key: str) -> float | None:
+        vs = [f[key] for f in figures if f[key] is not None]
+        return sum(vs) / len(vs) if vs else None
+
+    by_index: list[list[float]] = [[] for _ in range(k)]
+    for f in figures:
+        for i, x in enumerate(f["scores"]):
+            if x is not None:
+                by_index[i].append(float(x))
+    errors: Counter = Counter()
+    for f in figures:
+        errors.update(f["errors"])
+    return {
+        "k": k, "k_scored": sum(f["k_scored"] for f in figures), "k_total": sum(f["k"] for f in figures),
+        "sd": avg("sd"), "agreement": avg("agreement"), "unstable_items": sum(f["unstable"] for f in figures),
+        "pass_at_k": share("pass_at_k"), "pass_hat_k": share("pass_hat_k"),
+        "sample_means": [sum(xs) / len(xs) if xs else None for xs in by_index],
+        "errors": dict(sorted(errors.items())),
+    }
+
+
+def headline(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A member × backend's result under --samples K > 1, read as one score.json (its samples' data, in sample
+    order): the **headline score is the mean over the scored samples** and the verdict pass^k (every scored
+    sample PASS), sample 0's metrics and items (the first scored sample's, if sample 0 errored), with a note
+    on the spread first. Every sample errored: the first sample's error."""
+    f = member_figures(samples)
+    if not f["k_scored"]:
+        return dict(samples[0])
+    first = next(s for s in samples if status_of(s) == SCORED and as_number(s.get("score")) is not None)
+    spread = "" if f["sd"] is None else f", SD {f['sd']:.3f}"
+    errored = [f"sample {s.get('sample', i)} ({s.get('cause')})" for i, s in enumerate(samples) if status_of(s) != SCORED]
+    note = (f"samples: {f['k_scored']} of {f['k']} scored, mean {f['mean']:.3f}{spread}; pass@k "
+            f"{_yes(f['pass_at_k'])}, pass^k {_yes(f['pass_hat_k'])}"
+            + (f"; errored: {', '.join(errored)}" if errored else ""))
+    return {**first, "score": f["mean"], "passed": f["pass_hat_k"], "metrics": mean_metrics(_scored(samples)),
+            "notes": [note, *(first.get("notes") or [])], "samples": _block(f)}
+
+
+def _block(f: Mapping[str, Any]) -> dict[str, Any]:
+    """What a headline (and a scoreboard entry) records of its samples."""
+    return {k: f[k] for k in ("k", "k_scored", "mean", "sd", "pass_at_k", "pass_hat_k", "agreement", "scores")}
+
+
+def mean_metrics(scored: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Each metric over the scored samples: the mean of a numeric one (over the samples that have it), the
+    first sample's value of any other (a label, a list)."""
+    out: dict[str, Any] = {}
+    for s in scored:
+        for name, v in (s.get("metrics") or {}).items():
+            out.setdefault(name, v)
+    for name in out:
+        xs = [x for s in scored if (x := as_number((s.get("metrics") or {}).get(name))) is not None
+              and not isinstance((s.get("metrics") or {}).get(name), bool)]
+        if xs:
+            out[name] = sum(xs) / len(xs)
+    return out
+
+
+def _yes(v: bool | None) -> str:
+    return "n/a" if v is None else "PASS" if v else "FAIL"

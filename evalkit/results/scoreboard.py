@@ -1,0 +1,324 @@
+"""The scoreboard: the committed standing of every task × member × backend.
+
+``corpus/scoreboard.json`` (a ``--corpus DIR`` corpus keeps its own, ``DIR/scoreboard.json``)::
+
+    {
+      "schema_version": 1,
+      "tasks": {
+        "<task>": {
+          "<member>": {
+            "<backend label>": {
+              "run": {...},            # date, model, evalkit version, tokens, USD, backend spec (no secrets)
+              "run_folder": "...",     # the retained run folder (relative to the board)
+              "archive": "...",        # the committed extraction record (relative to the board), for `evalkit rescore`
+              "truth_sha256": "...",   # the truth file the metrics were scored against
+              "settings": {...},       # non-default overrides only (sampling settings, --threshold)
+              "metrics": {...},        # the scorer's metrics block
+              "passed": true,
+              "samples": {...},        # only under --samples K > 1: k, k_scored, mean, sd, pass@k, pass^k, scores
+              "justifications": {...}  # only when `evalkit check --justify` accepted a regression
+            }}}}}
+
+**The archive.** Run folders live under the ignored ``runs/``; what an entry stands on is committed beside
+the board: ``<task>/records/<backend folder>/<member>.json`` (the extraction record, its backend and request
+sha256 — no raw text, no prompt), written with the entry, so a fresh clone can `evalkit rescore` every
+standing entry with zero calls.
+
+The file is written with sorted keys, an indent of 2 and a trailing newline, so
+its git diff reads well. Every write is read-modify-write under a file lock
+(``scoreboard.json.lock``) and lands atomically (temp file + ``os.replace``):
+many concurrent writers lose nothing and a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping
+
+from evalkit._util.jsonio import dumps, read_json, write_json
+from evalkit.backends.spec import redact_stored
+from evalkit.corpus.tasks import DEFAULT_CORPUS, Member, find_task
+from evalkit.errors import EXIT_INVALID, CorpusError, EvalkitError
+from evalkit.results.runfolder import SCORE, Scored, scan
+from evalkit.status import SCORED
+
+__all__ = [
+    "SCHEMA_VERSION", "BOARD_NAME", "ScoreboardError", "board_path", "dumps", "load_board",
+    "write_json", "locked", "edit_board", "run_block", "entry_for", "settings_of",
+    "truth_sha256", "update_scoreboard", "iter_entries", "numeric_metrics", "ARCHIVE", "archive_path", "archived",
+    "read_archived",
+]
+
+SCHEMA_VERSION = 1
+BOARD_NAME = "scoreboard.json"
+LOCK_TIMEOUT_S = 120
+# Backend spec options whose value is a secret: never written to a board.
+
+
+class ScoreboardError(EvalkitError):
+    """The scoreboard (or a run folder it points at) is missing, corrupt or from another schema."""
+
+    exit_code = EXIT_INVALID
+
+
+def board_path(corpus: str | Path | None = None) -> Path:
+    """``<corpus>/scoreboard.json``; the bundled corpus's when `corpus` is None."""
+    return Path(corpus or DEFAULT_CORPUS) / BOARD_NAME
+
+
+def empty_board() -> dict[str, Any]:
+    return {"schema_version": SCHEMA_VERSION, "tasks": {}}
+
+
+def load_board(path: str | Path, *, must_exist: bool = False) -> dict[str, Any]:
+    path = Path(path)
+    if not path.exists():
+        if must_exist:
+            raise ScoreboardError(f"{path}: no scoreboard yet (write one with `evalkit sweep --update-scoreboard` "
+                                  "or `evalkit run … --update-scoreboard`)")
+        return empty_board()
+    try:
+        data = read_json(path)
+    except CorpusError as e:
+        raise ScoreboardError(str(e)) from None
+    if not isinstance(data, dict) or not isinstance(data.get("tasks"), dict):
+        raise ScoreboardError(f"{path}: not a scoreboard (expected an object with `tasks`)")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise ScoreboardError(f"{path}: schema_version {data.get('schema_version')!r} is not {SCHEMA_VERSION}")
+    return data
+
+
+@contextmanager
+def locked(path: str | Path, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
+    """Hold ``<path>.lock`` (an OS file lock: released if the holder dies)."""
+    from filelock import FileLock, Timeout
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path) + ".lock", timeout=timeout)
+    try:
+        with lock:
+            yield
+    except Timeout:
+        raise ScoreboardError(f"{path}: could not take {path}.lock within {timeout:.0f} s") from None
+
+
+@contextmanager
+def edit_board(path: str | Path) -> Iterator[dict[str, Any]]:
+    """Read-modify-write the board under its lock; written only if the block exits cleanly."""
+    with locked(path):
+        board = load_board(path)
+        yield board
+        write_json(path, board)
+
+
+def iter_entries(board: Mapping[str, Any]) -> Iterator[tuple[str, str, str, dict[str, Any]]]:
+    """(task, member, backend label, entry) in sorted order."""
+    for task in sorted(board.get("tasks", {})):
+        for member in sorted(board["tasks"][task]):
+            for label in sorted(board["tasks"][task][member]):
+                yield task, member, label, board["tasks"][task][member][label]
+
+
+# --------------------------------------------------------------------------- entries
+
+
+RUN_KEYS = ("input_tokens", "output_tokens", "usd", "latency_s", "calls", "replayed", "parse", "truncated", "error")
+
+
+def run_block(scored: Scored, extraction: dict[str, Any] | None = None,
+              run_json: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The provenance of one scored result: who ran it, when, with what, at what cost."""
+    ext = extraction if extraction is not None else scored.extraction()
+    rj = run_json if run_json is not None else scored.run_json()
+    run = ext.get("run") or {}
+    backend = ext.get("backend") or {}
+    block = {
+        "run_id": scored.run_id,
+        "date": scored.started(rj),
+        "model": backend.get("model") or run.get("model"),
+        "evalkit_version": ext.get("evalkit_version") or rj.get("evalkit_version"),
+        "backend": {"label": backend.get("label", scored.backend), "spec": redact_stored(str(backend.get("spec", "")))},
+        "request_sha256": ext.get("request_sha256"),
+    }
+    block.update({k: run.get(k) for k in RUN_KEYS})
+    return block
+
+
+def truth_sha256(member: Member, sources: Path | None) -> str | None:
+    from evalkit.corpus.sources import sha256_file
+
+    try:
+        return sha256_file(member.truth_path(sources))
+    except (EvalkitError, OSError):
+        return None
+
+
+def settings_of(member: Member | None, run_json: Mapping[str, Any], run: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Only what differs from evalkit's defaults: the sampling settings the call was sent (its run block's
+    ``settings``: the task's, with any ``--set``; the task's own for a record made before run blocks held
+    them), and a ``--threshold`` override."""
+    out: dict[str, Any] = {}
+    if run is not None and isinstance(run.get("settings"), dict):
+        out.update(run["settings"])
+    elif member is not None:
+        out.update(member.task.spec.settings.non_default())
+    threshold = run_json.get("parameters", {}).get("threshold")
+    if threshold is not None:
+        out["threshold"] = threshold
+    return out
+
+
+def numeric_metrics(metrics: Mapping[str, Any]) -> dict[str, float | int | bool | None]:
+    """Aggregate counts and ratios only: numbers, booleans and nulls (anything else is dropped)."""
+    return {k: v for k, v in metrics.items() if v is None or isinstance(v, (int, float, bool))}
+
+
+def _member(corpus: Path, task: str, member: str, cache: dict) -> Member | None:
+    if task not in cache:
+        try:
+            cache[task] = find_task(corpus, task)
+        except EvalkitError:
+            cache[task] = None
+    t = cache[task]
+    if t is None:
+        return None
+    try:
+        return t.member(member)
+    except EvalkitError:
+        return None
+
+
+ARCHIVE = "records"  # <board dir>/<task>/records/<backend folder>/<member>.json
+
+
+def archive_path(board_dir: str | Path, task: str, member: str, label: str) -> Path:
+    """Where the extraction record behind an entry is committed (the board's archive)."""
+    from evalkit.backends import label_folder
+
+    return Path(board_dir) / task / ARCHIVE / label_folder(label) / f"{member}.json"
+
+
+def archived(extraction: Mapping[str, Any], pointer: bool = False) -> dict[str, Any]:
+    """What the archive keeps of an extraction.json: enough to score it again, nothing more (its raw text and
+    run block stay in the run folder; the spec is stored redacted). A `pointer` member's document is not
+    redistributed, and a model's record may quote it: when the record was replayed from a committed cassette,
+    the archive names that cassette (``"replay": true``) instead of copying the record (`replayed_record`)."""
+    backend = extraction.get("backend") or {}
+    replay = pointer and str(backend.get("spec", "")).startswith("cassette:") and bool(
+        (extraction.get("run") or {}).get("replayed"))
+    fields = ("member", "request_sha256", "evalkit_version", "status", "cause", "message", "ontology")
+    keep = {k: extraction[k] for k in (*fields, *(() if replay else ("record",))) if k in extraction}
+    if replay:
+        keep["replay"] = True
+    return {**keep, "backend": {"label": backend.get("label"), "model": backend.get("model"),
+                                "spec": redact_stored(str(backend.get("spec", "")))}}
+
+
+def read_archived(board_dir: str | Path, entry: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The archived extraction behind an entry (None when the entry names none, or it is not there)."""
+    rel = entry.get("archive")
+    path = Path(board_dir) / rel if rel else None
+    return read_json(path) if path is not None and path.is_file() else None
+
+
+def entry_for(scored: Scored, board_dir: Path, corpus: Path, sources: Path | None,
+              cache: dict | None = None) -> dict[str, Any]:
+    """The scoreboard entry of one scored member × backend."""
+    cache = {} if cache is None else cache
+    score = scored.score()
+    ext = scored.extraction()
+    rj = scored.run_json()
+    member = _member(corpus, scored.task, scored.member, cache)
+    return {
+        "run": run_block(scored, ext, rj),
+        "run_folder": Path(os.path.relpath(scored.home.resolve(), board_dir.resolve())).as_posix(),
+        "archive": archive_path(".", scored.task, scored.member, scored.backend).as_posix(),
+        "truth_sha256": truth_sha256(member, sources) if member is not None else None,
+        "settings": settings_of(member, rj, ext.get("run")),
+        "metrics": score.get("metrics") or {},
+        "passed": score.get("passed"),
+        **({"samples": score["samples"]} if score.get("samples") else {}),  # --samples K > 1: K and the spread
+    }
+
+
+def _justifications_for(task: str, label: str, justifications: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Keys are ``METRIC`` (every task), ``TASK/METRIC`` or ``TASK/BACKEND/METRIC``; values a reason
+    or a dict holding ``reason`` (and whatever else should be recorded beside it)."""
+    out: dict[str, Any] = {}
+    for key, value in (justifications or {}).items():
+        parts = key.split("/")
+        metric = parts[-1]
+        if len(parts) >= 2 and parts[0] != task:
+            continue
+        if len(parts) >= 3 and parts[1] != label:
+            continue
+        out[metric] = value if isinstance(value, dict) else {"reason": str(value)}
+    return out
+
+
+def _selected(result: Any, statuses: tuple[str, ...] = (SCORED,)) -> tuple[Path, set[tuple[str, str, str]] | None]:
+    """(folder to scan, the (task, member, backend) keys of the outcomes of these statuses — None: every
+    one found)."""
+    if isinstance(result, (str, Path)):
+        return Path(result), None
+    keys = {(o.task, o.member, o.backend) for o in result.outcomes if o.status in statuses}
+    return Path(result.run_dir), keys
+
+
+def update_scoreboard(run_result: Any, board_path: str | Path, justifications: Mapping[str, Any] | None = None,
+                      *, corpus: str | Path | None = None, sources: str | Path | None = None) -> list[tuple[str, str, str]]:
+    """Write the scored members of a run into the scoreboard; return the (task, member, backend) keys written.
+
+    `run_result` is a `runner.RunResult` / `sweep.SweepResult` (its scored outcomes are taken) or a
+    run/sweep folder path (every score.json under it). `corpus` (default: the board's folder) and
+    `sources` (default: $EVALKIT_SOURCES) locate the truth whose sha256 is recorded.
+    `justifications` maps ``METRIC``, ``TASK/METRIC`` or ``TASK/BACKEND/METRIC`` to a reason (or a dict
+    holding ``reason``); they are recorded in the written entries they match. Entries of other
+    members and backends are left as they are, and so is the standing entry of a member × backend
+    whose new outcome is an error (`evalkit.status`): a failure is never an entry.
+    """
+    from evalkit.corpus.tasks import sources_dir
+
+    board_path = Path(board_path)
+    root, keys = _selected(run_result)
+    corpus = Path(corpus) if corpus is not None else board_path.parent
+    src = sources_dir(sources)
+    # --samples K > 1: an entry is its samples' headline (the mean of each metric, pass^k; `samples.headline`)
+    found = [h for s in scan(root, status=None) if keys is None or (s.task, s.member, s.backend) in keys
+             if (h := s.as_headline()).status == SCORED]
+    similar = sorted({s.score().get("reference") for s in found} - {None})
+    if similar:
+        raise ScoreboardError(f"{root}: scored against the reference backend {', '.join(similar)} (--reference): a "
+                              "similarity, not an accuracy, is never a scoreboard entry")
+    if keys is not None:
+        missing = keys - {(s.task, s.member, s.backend) for s in found}
+        if missing:
+            names = ", ".join(f"{t}/{m} [{b}]" for t, m, b in sorted(missing))
+            raise ScoreboardError(f"{root}: no {SCORE} for {names}")
+    cache: dict = {}
+    # Build the entries before taking the lock: the lock is held only for the read-modify-write.
+    entries = [(s, entry_for(s, board_path.parent, corpus, src, cache)) for s in found]
+    for s, entry in entries:
+        just = _justifications_for(s.task, s.backend, justifications)
+        if just:
+            entry["justifications"] = just
+    with edit_board(board_path) as board:
+        for s, entry in entries:
+            member = _member(corpus, s.task, s.member, cache)
+            pointer = member is not None and member.manifest.source.is_pointer
+            write_json(board_path.parent / entry["archive"], archived(s.extraction(), pointer))
+            board["tasks"].setdefault(s.task, {}).setdefault(s.member, {})[s.backend] = entry
+    return [(s.task, s.member, s.backend) for s, _ in entries]
+
+
+def entries_by_task(board: Mapping[str, Any], tasks: Iterable[str] | None = None) -> dict[str, dict[str, dict[str, Any]]]:
+    """{task: {label: {member: entry}}} — the shape `evalkit check` compares."""
+    want = set(tasks) if tasks else None
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for task, member, label, entry in iter_entries(board):
+        if want is None or task in want:
+            out.setdefault(task, {}).setdefault(label, {})[member] = entry
+    return out

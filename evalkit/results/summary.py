@@ -1,0 +1,244 @@
+"""summary.json: a run's figures per task and backend, computed once and read by the index, the CLI
+summary and the comparison.
+
+`summarize(results, run_json)` is a pure function of what `runfolder.scan` found (every member ×
+backend, scored or errored: ``scan(run, status=None, unscored=True)``) and the run's run.json (its
+backends, members, skipped members and held-out members). Per task and backend:
+
+* the counts, all from `evalkit.status.count` (the one counter; the vocabulary is `evalkit.status`'s):
+  ``members``: attempted (scored + errors); ``scored``, ``passed``, ``failed``, ``errors`` (with
+  ``causes``: cause → count) and ``error_rate`` (errors / attempted); ``parse``: the scored answers' parse
+  outcomes (ok / malformed / truncated / schema_invalid: a malformed answer is scored, never an error) and
+  ``recovered`` (ok answers that needed a repair: a note); ``skipped``: members the integrity gate left
+  out, each with its status (skipped / refused: a kind of skip) and the reason, which names the fix;
+  ``not_covered``: members of the run this backend has no result for that were not skipped (a replayed
+  cassette holds no recording of them);
+* ``headline``: the metric the task's score is (a scorer's ``details.headline``, else ``score``);
+  ``score`` and ``metrics``: the mean and 95 % bootstrap CI (`evalkit.scoring.stats.mean_ci`) over the scored
+  members that are not held out of every numeric metric, plus the micro F1 (`stats.micro_f1_ci`) of
+  every ``<x>_tp`` / ``_fp`` / ``_fn`` triple as ``micro_<x>_f1``; ``heldout``: the same over the
+  held-out members (None when there are none);
+* ``calls``: `pool.call_figures` over the extraction calls (score.json repeats each call's run block):
+  calls, latency percentiles, tokens, USD, replayed — what the calls took, never a count of outcomes.
+* ``samples`` (only under ``--samples K``, K > 1; `evalkit.results.samples.backend_figures`): K, samples scored of
+  attempted, mean per-member SD, item agreement, pass@k and pass^k shares, the corpus mean per sample index
+  (``sample_means``). A member's score is then the mean over its scored samples (`samples.headline`), and
+  ``calls`` counts every sample's call.
+
+Errors are left out of every mean and interval (`evalkit.status`). Resampling seeds are per (task,
+metric) (`stats.sub_seed`), the same for every backend, so two backends' intervals resample alike. Keys
+are sorted when written (`runfolder.write_summary`): the same run gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from evalkit.results import runfolder
+from evalkit.results.samples import backend_figures
+from evalkit.scoring.stats import SEED, as_number, mean, mean_ci, micro_f1, micro_f1_ci, sub_seed
+from evalkit.status import NOT_COVERED, OK, REFUSED, SCORED, SKIPPED, count, row_of
+
+__all__ = ["summarize", "write_summary", "completion_of", "figure", "backend_line"]
+
+COUNTS = ("tp", "fp", "fn")
+
+
+def completion_of(run: Mapping[str, Any] | None) -> Any:
+    """A `Completion` from a run block (extraction.json's or score.json's ``run``), for `pool.summarize_calls`."""
+    from evalkit.backends.base import Completion
+
+    names = {f.name for f in dataclasses.fields(Completion)} - {"record", "raw"}
+    return Completion(record=None, raw="", **{k: v for k, v in (run or {}).items() if k in names})
+
+
+def figure(values: Sequence[float | None], seed: Any) -> dict[str, Any]:
+    """The mean of the present values, its bootstrap CI, and how many there were."""
+    xs = [v for v in values if v is not None]
+    ci = mean_ci(xs, seed) if xs else None
+    return {"mean": mean(xs), "ci": list(ci) if ci else None, "n": len(xs)}
+
+
+def _figures(task: str, scored: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """score and every metric (mean, CI, n) over the scored members' score.json data."""
+    metrics = [d.get("metrics") or {} for d in scored]
+    names = sorted({k for m in metrics for k, v in m.items() if as_number(v) is not None})
+    out = {name: figure([as_number(m.get(name)) for m in metrics], sub_seed(SEED, task, name)) for name in names}
+    for prefix in sorted({n[: -len("_tp")] for n in names if n.endswith("_tp")}):
+        keys = [f"{prefix}_{c}" for c in COUNTS]
+        rows = [[as_number(m.get(k)) for k in keys] for m in metrics]
+        rows = [r for r in rows if None not in r]
+        if rows:
+            ci = micro_f1_ci(rows, sub_seed(SEED, task, f"micro_{prefix}_f1"))
+            out[f"micro_{prefix}_f1"] = {"mean": micro_f1(rows), "ci": list(ci) if ci else None, "n": len(rows)}
+    score = figure([as_number(d.get("score")) for d in scored], sub_seed(SEED, task, "score"))
+    return {"scored": len(scored), "passed": sum(d.get("passed") is True for d in scored), "score": score,
+            "metrics": out}
+
+
+def _backend(task: str, label: str, results: list[Any], members: list[str], skipped: list[dict[str, Any]],
+             heldout: set[str], samples_of: Mapping[Any, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+    from evalkit.execution.pool import call_figures
+
+    samples_of = samples_of or {}
+    sampled = [samples_of[_key(r)] for r in results if _key(r) in samples_of]
+
+    scored = [r for r in results if r.status == SCORED]
+    kept = [r.data for r in scored if f"{task}/{r.member}" not in heldout]
+    held = [r.data for r in scored if f"{task}/{r.member}" in heldout]
+    main = _figures(task, kept)
+    have = {r.member for r in results}
+    gone = {s["member"] for s in skipped}
+    not_covered = sorted(m for m in members if m not in have and m not in gone)
+    # Every count of the entry from the one counter (`evalkit.status.count`): results, not covered, skipped.
+    c = count([*(row_of(r.status, r.data) for r in results), *({"status": NOT_COVERED} for _ in not_covered),
+               *({"status": s.get("status") or SKIPPED} for s in skipped)])
+    return {
+        "backend": label,
+        "members": c.attempted,
+        "scored": c.scored,
+        "passed": c.passed,
+        "failed": c.failed,
+        "errors": c.errors,
+        "error_rate": c.error_rate,
+        "causes": c.causes,
+        "parse": c.parse,
+        "recovered": c.recovered,
+        "skipped": skipped,
+        "not_covered": not_covered,
+        "score": main["score"],
+        "metrics": main["metrics"],
+        "heldout": _figures(task, held) if held else None,
+        "calls": call_figures([completion_of(s.get("run")) for r in results for s in samples_of.get(_key(r), [r.data])]),
+        **({"samples": backend_figures(sampled)} if sampled else {}),
+    }
+
+
+def _key(r: Any) -> tuple[str, str, str]:
+    return r.task, r.member, r.backend
+
+
+def _sampled(results: list[Any]) -> tuple[list[Any], dict[Any, list[dict[str, Any]]]]:
+    """--samples K > 1: each sampled result read as its samples' headline (`samples.headline`: the mean over
+    its scored samples), and each one's samples; results without samples as they are."""
+    samples_of = {_key(r): r.samples() for r in results if getattr(r, "sampled", False)}
+    return [r.as_headline() if _key(r) in samples_of else r for r in results], samples_of
+
+
+def summarize(results: Iterable[Any], run_json: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """summary.json for `results` (`runfolder.Scored`, every status) and the run's run.json."""
+    run_json = run_json or {}
+    reference = run_json.get("reference")  # --reference: its records are the truth of the others, never scored
+    results, samples_of = _sampled([r for r in results if r.backend != reference])
+    order = [b.get("label") for b in run_json.get("backends") or [] if isinstance(b, dict) and b.get("label") != reference]
+    heldout = set(run_json.get("heldout") or [])
+    members_of: dict[str, list[str]] = {}
+    for key in run_json.get("members") or []:
+        task, _, member = str(key).partition("/")
+        members_of.setdefault(task, []).append(member)
+    skipped_of: dict[str, list[dict[str, Any]]] = {}
+    for s in run_json.get("skipped") or []:
+        task, _, member = str(s.get("member")).partition("/")
+        if s.get("status") in (SKIPPED, REFUSED):  # a not-covered member is per backend: not a skip of the task
+            skipped_of.setdefault(task, []).append({"member": member, "status": s.get("status"),
+                                                    "reason": s.get("reason")})
+    tasks: dict[str, Any] = {}
+    for task in sorted({r.task for r in results} | set(skipped_of)):
+        mine = [r for r in results if r.task == task]
+        labels = {r.backend for r in mine}
+        backends = [b for b in order if b in labels] + sorted(labels - set(order))
+        if not backends:  # every member skipped: each backend of the run skipped them
+            backends = [b for b in order if b]
+        members = sorted({*members_of.get(task, []), *(r.member for r in mine)})
+        headline = next((str((r.data.get("details") or {}).get("headline")) for r in mine
+                         if r.status == SCORED and (r.data.get("details") or {}).get("headline")), "score")
+        skipped = sorted(skipped_of.get(task, []), key=lambda s: s["member"])
+        tasks[task] = {
+            "headline": headline,
+            "members": members,
+            "skipped": skipped,
+            "backends": [_backend(task, b, [r for r in mine if r.backend == b], members, skipped, heldout,
+                                  samples_of) for b in backends],
+        }
+    # The run's time and command stay in run.json: the same results give the same summary.json bytes.
+    return {
+        "corpus": (run_json.get("parameters") or {}).get("corpus"),
+        "reference": reference,
+        "evalkit_version": run_json.get("evalkit_version"),
+        "backends": [{k: b.get(k) for k in ("label", "spec", "model", "cassette_sha256") if b.get(k) is not None}
+                     for b in run_json.get("backends") or [] if isinstance(b, dict)],
+        "tasks": tasks,
+    }
+
+
+def write_summary(run_dir: str | Path) -> dict[str, Any]:
+    """Summarize the run folder (`runfolder.scan`, every status) and write its summary.json; returns it."""
+    run_dir = Path(run_dir)
+    data = summarize(runfolder.scan(run_dir, status=None, unscored=True), runfolder.read_run_json(run_dir))
+    runfolder.write_summary(run_dir, data)
+    return data
+
+
+def write_sweep_summary(sweep_dir: str | Path, run_dirs: Iterable[str | Path]) -> dict[str, Any]:
+    """summary.json of a sweep: `summarize` over its members' run folders (`run_dirs`, relative to
+    `sweep_dir`: this sweep's selection, current members included) as one run; written beside sweep.json."""
+    sweep_dir = Path(sweep_dir)
+    order = {sweep_dir / rel: i for i, rel in enumerate(run_dirs)}
+    # One scan of the whole folder, not one per member; the results in the members' order.
+    results = sorted((s for s in runfolder.scan(sweep_dir, status=None, unscored=True) if s.run_dir in order),
+                     key=lambda s: order[s.run_dir])
+    merged: dict[str, Any] = {"backends": [], "members": [], "skipped": [], "heldout": []}
+    labels: set[str] = set()
+    for run_dir in order:
+        if not (run_dir / runfolder.RUN_JSON).is_file():
+            continue  # a member that crashed before its run began: the sweep lists it as failed
+        run_json = runfolder.read_run_json(run_dir)
+        merged.setdefault("parameters", run_json.get("parameters"))
+        merged.setdefault("evalkit_version", run_json.get("evalkit_version"))
+        for b in run_json.get("backends") or []:
+            if isinstance(b, dict) and b.get("label") not in labels:
+                labels.add(b.get("label"))
+                merged["backends"].append(b)
+        for key in ("members", "skipped", "heldout"):
+            merged[key] += run_json.get(key) or []
+    data = summarize(results, merged)
+    runfolder.write_summary(sweep_dir, data)
+    return data
+
+
+# ----------------------------------------------------------------------------- one line per backend
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def backend_line(entry: Mapping[str, Any], headline: str) -> str:
+    """One backend of one task in a line (never pooled with another backend): passed/N, errors, the
+    headline's mean with its CI, skipped and not covered."""
+    line = f"{entry['backend']}: {entry['passed']}/{entry['members']} passed"
+    if entry["errors"]:
+        line += f" · {entry['errors']} error{'s' if entry['errors'] > 1 else ''}"
+    for outcome, n in (entry.get("parse") or {}).items():  # scored answers with a fault: counted, not errors
+        if outcome != OK and n:
+            line += f" · {n} {outcome.replace('_', ' ')}"
+    name = headline if headline in entry["metrics"] else "score"
+    fig = entry["metrics"][name] if name != "score" else entry["score"]
+    if fig.get("mean") is not None:
+        ci = fig.get("ci")
+        line += f" · mean {name} {_pct(fig['mean'])}"
+        if ci:
+            line += f" [{_pct(ci[0])}, {_pct(ci[1])}]"
+        line += f" over {fig['n']} scored"
+    held = entry.get("heldout")
+    if held:  # reported apart, never in the mean above
+        hf = held["metrics"][name] if name != "score" and name in held["metrics"] else held["score"]
+        line += f" · held out {held['scored']}: mean {_pct(hf.get('mean'))}"
+    if entry["skipped"]:
+        line += f" · {len(entry['skipped'])} skipped"
+    if entry["not_covered"]:
+        line += f" · {len(entry['not_covered'])} not covered"
+    return line
