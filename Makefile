@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 EVALKIT_SOURCES ?= $(abspath ../shared/data)
 export EVALKIT_SOURCES
-# Jupyter keeps its state in evalkit's per-user cache folder (as `evalkit run` does: evalkit/resources.py),
+# Jupyter keeps its state in evalkit's per-user cache folder (as `evalkit run` does: evalkit/_util/resources.py),
 # never in the source tree or the user's own Jupyter folders.
 JUPYTER_STATE ?= $(or $(EVALKIT_JUPYTER_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/evalkit/jupyter)
 export JUPYTER_DATA_DIR    := $(JUPYTER_STATE)/data

@@ -92,7 +92,7 @@ def test_metrics_of_every_task_and_refusals():
     for task in TASKS:
         assert f"{task.id}: {len(task.scorer.metrics)} metrics of scorer {task.scorer.name!r}" in res.output
     assert "field_accuracy" in res.output and "evalkit/scoring/fields.py:_row" in res.output
-    assert "evalkit/scoring/gate.py:run_gate" in res.output and "evalkit/ontology.py:compliance" in res.output
+    assert "evalkit/scoring/gate.py:run_gate" in res.output and "evalkit/scoring/ontology.py:compliance" in res.output
     bad = cli("metrics", "nope")
     assert bad.exit_code == 3 and "no task 'nope'" in bad.output and "Traceback" not in bad.output
     assert cli("metrics", "../corpus").exit_code == 3

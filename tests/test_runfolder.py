@@ -39,7 +39,7 @@ def _sources() -> dict[str, str]:
 def test_run_folder_file_names_are_spelled_only_in_runfolder():
     found = [f"{path}:{line}: {value!r}" for path, text in _sources().items() for line, value in _code_strings(text)
              if any(name in value for name in NAMES)]
-    assert found == [], "run-folder file names belong in evalkit/runfolder.py:\n" + "\n".join(found)
+    assert found == [], "run-folder file names belong in evalkit/results/runfolder.py:\n" + "\n".join(found)
 
 
 def test_every_reader_finds_the_same_member_backend_results(tmp_path):

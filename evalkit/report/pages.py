@@ -88,7 +88,7 @@ def markdown() -> str:
         "",
         "Every page of a run's HTML report is a notebook template in `notebooks/` (in an installed wheel:",
         "`evalkit/notebooks/`), executed by papermill into the run folder and rendered beside it as HTML.",
-        "This table is generated from `evalkit/reportpages.py`, the one list of them: rendering, the wheel",
+        "This table is generated from `evalkit/report/pages.py`, the one list of them: rendering, the wheel",
         "and this page all read it (regenerate: `python -c 'from evalkit.report.pages import markdown;",
         "print(markdown(), end=\"\")' > docs/pages.md`).",
         "",
