@@ -41,9 +41,11 @@ from evalkit._util.jsonio import canonical_sha
 from evalkit.backends import BackendSpec
 from evalkit.backends.base import Request
 from evalkit.errors import UsageError
+from evalkit.execution.pool import Job, run_pool, summarize_calls
 from evalkit.results import runfolder
 from evalkit.results.runfolder import Home
 from evalkit.stages import pairwise
+from evalkit.stages.pipeline import reference_truth, request_sha, score_record
 from evalkit.status import Failed
 
 REFERENCE = "judge.reference"
@@ -297,8 +299,6 @@ def judge_phase(run: JudgeRun) -> PhaseResult:
 
 def _want(requests: dict[str, Request], req: Request) -> str:
     """`req`'s sha256, the request kept under it unless an identical one is already wanted."""
-    from evalkit.stages.pipeline import request_sha  # start-up cost: the pipeline loads the scorers
-
     sha = request_sha(req)
     requests.setdefault(sha, req)
     return sha
@@ -308,8 +308,6 @@ def _reference_plan(run: JudgeRun, graph_homes: list[Home], extractions: dict[tu
                     requests: dict[str, Request]) -> list[tuple[Home, dict[str, Any]]]:
     """Reference mode: the strict leftovers of every member × backend, per axis: a request (its sha and rows kept
     in ``_sha``/``_rows`` until the answer comes) where there is something on both sides, else nothing to judge."""
-    from evalkit.stages.pipeline import reference_truth, score_record  # start-up cost: the pipeline loads the scorers
-
     ref_plan: list[tuple[Home, dict[str, Any]]] = []
     for h in graph_homes:
         ext = extractions[(h.member.key, h.label)]
@@ -371,8 +369,6 @@ def _pairwise_plan(run: JudgeRun, graph_homes: list[Home], extractions: dict[tup
 
 def _send(run: JudgeRun, requests: dict[str, Request], result: PhaseResult) -> tuple[dict[str, Any], dict[str, Any]]:
     """One pool for every distinct request: (sha → completion, the calls' summary); `result` gets the counts."""
-    from evalkit.execution.pool import Job, run_pool, summarize_calls  # start-up cost: asyncio and the pool
-
     shas = list(requests)
     completions: dict[str, Any] = {}
     if shas:
@@ -388,7 +384,7 @@ def _send(run: JudgeRun, requests: dict[str, Request], result: PhaseResult) -> t
     else:
         summary = summarize_calls([])
         if run.backend is not None:
-            import asyncio  # start-up cost: only to close a judge that was never called
+            import asyncio  # only to close a judge that was never called
 
             asyncio.run(run.backend.aclose())
     result.requests = len(shas)

@@ -80,10 +80,13 @@ from evalkit.errors import (
     UnreadableSource,
     UsageError,
 )
+from evalkit.execution.pool import Job, run_pool
 from evalkit.results import runfolder
 from evalkit.results.runfolder import Home, hold
 from evalkit.results.summary import write_summary
+from evalkit.scoring.ontology import load_ontology
 from evalkit.scoring.stats import SEED
+from evalkit.stages import judge as judging
 from evalkit.stages.pipeline import backend_context, extraction_record, is_current, render_request, score_home
 from evalkit.status import ERROR, INVALID_INPUT, NOT_COVERED, NOTEBOOK_FAILED, REFUSED, SCORED, Failed, failure_of
 
@@ -430,7 +433,7 @@ def run(opts: RunOptions, progress: Progress | None = None, on_outcome: OnOutcom
 def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
          on_outcome: OnOutcome | None = None) -> RunResult:
     """The stages in order (see the module docstring); `done` learns how far they got (what an interrupt reports)."""
-    from evalkit.backends.resolve import check_guards  # start-up cost: the resolver loads the providers
+    from evalkit.backends.resolve import check_guards  # start-up cost: the provider modules (~55 ms)
 
     plan = _plan(opts)
     if opts.dry_run:
@@ -475,8 +478,6 @@ class Plan:
 def _check_usage(opts: RunOptions) -> tuple[Any, str, list[Task], list[Member], list[str]]:
     """The options that make no sense together, before anything else: (ontology, judge mode, tasks, the selected
     members, the backends' labels)."""
-    from evalkit.scoring.ontology import load_ontology  # start-up cost: only a run reads one
-    from evalkit.stages import judge as judging  # start-up cost: the judge is optional
 
     ontology = load_ontology(opts.ontology, opts.ontology_mode)  # usage errors before anything else
     judge_mode = judging.check_mode(opts.judge_mode, opts.judge)
@@ -499,9 +500,9 @@ def _check_usage(opts: RunOptions) -> tuple[Any, str, list[Task], list[Member], 
 def _plan(opts: RunOptions) -> Plan:
     """Stage 1: check the options, resolve the backends and the judge, gate the members, render and price every
     request. Reads the corpus, sources, cassettes and environment; writes nothing, calls nothing."""
-    from evalkit.backends.pricing import PriceTable  # start-up cost: the price table reads its YAML
-    from evalkit.backends.resolve import check_inputs, plan, resolve_backends  # start-up cost: loads the providers
-    from evalkit.stages import judge as judging  # start-up cost: the judge is optional
+    from evalkit.backends.pricing import PriceTable  # start-up cost: ~15 ms
+    # start-up cost: the provider modules (~55 ms)
+    from evalkit.backends.resolve import check_inputs, plan, resolve_backends
 
     ontology, judge_mode, tasks, members, labels = _check_usage(opts)
     # Resolving reads cassettes and the environment only: no call, no file written.
@@ -553,8 +554,7 @@ class Extracted:
 def _extract(plan: Plan, opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> Extracted:
     """Stage 2: hold the run folder (marked unfinished: a run into it after a stop resumes), open the backends,
     make every call not already answered in one pool, each extraction.json written as its call completes."""
-    from evalkit.backends.resolve import open_backends  # start-up cost: loads the providers
-    from evalkit.execution.pool import run_pool  # start-up cost: asyncio and the pool
+    from evalkit.backends.resolve import open_backends  # start-up cost: the provider modules (~55 ms)
 
     cluster = None
     if opts.scheduler and opts.notebooks:  # the notebooks as Dask tasks: the scheduler reached before any call
@@ -605,7 +605,6 @@ def _jobs(plan: Plan, backends: list[Any], resuming: bool, answered: bool,
     """The calls to make: (jobs, each job's home by id, the homes of sample 0, of samples 1..K-1, the member ×
     backends not covered). A resumed run reuses an answer on disk (`done.reused` counts them); a sample a replayed
     cassette has no recording of gets an extraction.json saying so (`not_covered_sample`)."""
-    from evalkit.execution.pool import Job  # start-up cost: asyncio and the pool
 
     jobs, home_of, homes, extra, not_covered = [], {}, [], [], []
     for (m, _), *requests_of in zip(plan.cleared, *plan.sampled):
@@ -636,8 +635,8 @@ def _batched(jobs: list[Any], home_of: dict[int, Home], run_dir: Path,
              max_usd: float | None) -> tuple[list[Any], dict[int, Home]]:
     """--batch: the jobs' uncached calls sent as provider batches first (their state kept in the run folder); the
     jobs returned are served from their answers."""
-    from evalkit.backends.batch import prefill  # start-up cost: only --batch sends batches
-    from evalkit.execution.pool import Job, run_async  # start-up cost: asyncio and the pool
+    from evalkit.backends.batch import prefill  # start-up cost (~80 ms): only --batch sends batches
+    from evalkit.execution.pool import run_async  # beside prefill: only --batch
 
     wrapped = run_async(prefill([(j.backend, j.request) for j in jobs], runfolder.read_batches(run_dir),
                                 lambda state: runfolder.write_batches(run_dir, state), max_usd))
@@ -660,8 +659,7 @@ def _judge(plan: Plan, extracted: Extracted, opts: RunOptions, progress: Progres
     what the scorers read). None without a judge."""
     if plan.judge is None:
         return None
-    from evalkit.backends.resolve import open_backends  # start-up cost: loads the providers
-    from evalkit.stages import judge as judging  # start-up cost: the judge is optional
+    from evalkit.backends.resolve import open_backends  # start-up cost: the provider modules (~55 ms)
 
     # A python: judge gets the document and the rendered judge prompts (not the task's extraction prompts).
     judge_backend = open_backends([plan.judge], BackendContext(documents=extracted.ctx.documents), plan.prices,
@@ -759,7 +757,7 @@ def _render(run_dir: Path, opts: RunOptions) -> dict[str, Any]:
     notebooks and --html). Returns the summary."""
     summary = write_summary(run_dir)
     if opts.notebooks and opts.html:
-        from evalkit.report.render import render_run  # start-up cost: nbconvert
+        from evalkit.report.render import render_run  # start-up cost: the page renderers, only with --html
 
         render_run(run_dir)
     return summary
@@ -769,8 +767,7 @@ def _finish(plan: Plan, extracted: Extracted, judged: Judged | None, scored: Sco
             opts: RunOptions, reused: int) -> RunResult:
     """The judge's notes printed, the run marked finished (its batches' state dropped); the `RunResult`. Two
     backends replaying one recording are refused here: the run is kept, its figures are not two measurements."""
-    from evalkit.backends.resolve import duplicate_recordings  # start-up cost: loads the providers
-    from evalkit.stages import judge as judging  # start-up cost: the judge is optional
+    from evalkit.backends.resolve import duplicate_recordings  # start-up cost: the provider modules (~55 ms)
 
     outcomes = plan.gated + extracted.not_covered + scored.outcomes
     if judged is not None:
