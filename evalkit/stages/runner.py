@@ -2,8 +2,9 @@
 judge phase (with --judge: `evalkit.stages.judge`) → extract/score notebooks per member →
 report notebook per task → HTML.
 
-`run` holds the folder and turns a stop into `Interrupted`; `_run` calls the stages in order, each a
-function from the typed results of those before it to its own (frozen dataclasses):
+`run` keeps what the run holds (its folder's lock, a scheduler) until the end and turns a stop into
+`Interrupted`; `_run` calls the stages in order, each a function from the typed results of those before it
+to its own (frozen dataclasses; `_Done` alone is updated as they go: what an interrupt reports):
 
 ``_plan(opts) → Plan``
     Usage checks, tasks and members selected, backends and judge resolved, the integrity gate, every request
