@@ -26,10 +26,6 @@ if TYPE_CHECKING:
 __all__ = ["run", "score", "load_run", "RunTables"]
 
 
-def _specs(backends: Iterable[str | BackendSpec]) -> list[BackendSpec]:
-    return [b if isinstance(b, BackendSpec) else BackendSpec.parse(b) for b in backends]
-
-
 def run(corpus: str | Path, backends: Iterable[str | BackendSpec], *, out: str | Path | None = None,
         sources: str | Path | None = None, tasks: list[str] | None = None, only: list[str] | None = None,
         threshold: float | None = None, notebooks: bool = True, html: bool = True,
@@ -51,7 +47,7 @@ def run(corpus: str | Path, backends: Iterable[str | BackendSpec], *, out: str |
     from evalkit.stages.runner import run as run_with
     from evalkit.stages.runner import run_options
 
-    return run_with(run_options(corpus=corpus, backends=_specs(backends), sources=sources, tasks=tasks, only=only,
+    return run_with(run_options(corpus=corpus, backends=backends, sources=sources, tasks=tasks, only=only,
                                 out=out, threshold=threshold, notebooks=notebooks, html=html and notebooks,
                                 record=record, max_usd=max_usd, workers=workers))
 

@@ -46,12 +46,17 @@ import time
 import traceback
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
 from evalkit import __version__
-from evalkit._util.interrupt import Interrupted
-from evalkit.backends import BackendSpec
+from evalkit._util.interrupt import Interrupted, signals_blocked
+from evalkit._util.jsonio import remove_partials
+from evalkit._util.paths import member_ref
+from evalkit.backends import BackendSpec, check_labels
+from evalkit.backends.cassette import env_cassette
+from evalkit.corpus.tasks import load_tasks
 from evalkit.errors import (
     EXIT_BACKEND,
     EXIT_CASSETTE,
@@ -66,7 +71,7 @@ from evalkit.execution.workers import WorkerDied, run_all
 from evalkit.results import runfolder
 from evalkit.results.summary import write_sweep_summary
 from evalkit.scoring.stats import SEED
-from evalkit.stages.runner import Outcome, RunOptions
+from evalkit.stages.runner import Outcome, RunOptions, check_scope, scope
 from evalkit.status import ERROR, NOT_COVERED, REFUSED, SCORED
 
 __all__ = ["MemberResult", "SweepResult", "sweep", "currency_keys", "default_sweep_dir"]
@@ -318,7 +323,6 @@ def _calls_job(opts: RunOptions, members: list[RunOptions]) -> dict[str, Any]:
     from evalkit.backends.pricing import PriceTable
     from evalkit.backends.resolve import check_guards, open_backends, resolve_backends
     from evalkit.corpus.sources import check_integrity, read_document
-    from evalkit.corpus.tasks import load_tasks
     from evalkit.execution.pool import Job, run_pool
     from evalkit.results.runfolder import Home
     from evalkit.stages.pipeline import backend_context, extraction_record, render_request
@@ -492,12 +496,7 @@ def sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None = Non
 
 
 def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, held: ExitStack) -> SweepResult:
-    from evalkit._util.paths import member_ref
-    from evalkit.backends import check_labels
-    from evalkit.backends.cassette import env_cassette
-    from evalkit.corpus.tasks import load_tasks
-    from evalkit.stages.runner import check_scope, scope
-
+    """Select (the current members are skipped), hold the folder, run the rest in workers, write sweep.json."""
     _refuse_run_only(opts)
     check_scope(opts)
     env_cassette()  # both cassette variables set: the sweep's usage error (exit 2), not each member's failure
@@ -508,27 +507,71 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
     sweep_dir = Path(opts.out or default_sweep_dir(labels))
     stored = runfolder.read_sweep_json(sweep_dir)
     on_disk = stored.get("members") or {}
-    previous = {} if opts.force else on_disk
     prints = Fingerprints(stored.get("fingerprints"))
+    _check_only(opts.only, tasks)
+    sel = _select(opts, tasks, sweep_dir, {} if opts.force else on_disk, prints, labels, progress)
+    # Members outside this selection keep their record in sweep.json (a later full sweep can skip them).
+    others = {k: v for k, v in on_disk.items() if k not in sel.selected}
+    outs = [runfolder.sweep_member_dir(sweep_dir, t, m) for t, m, _ in sel.todo]
+    shared = None
+    if opts.scheduler:  # the members on Dask workers share one call limit and one budget (evalkit.execution.scheduler)
+        from evalkit.execution.scheduler import shared_name  # optional dependency: dask
 
-    if opts.only:
-        for o in opts.only:
+        shared = shared_name()
+    member_opts = _member_options(opts, sel.todo, outs, shared)
+    record = _Recorder(sweep_dir, sel, outs, progress)
+    cluster = None
+    if opts.scheduler and member_opts:  # reached (or not: exit 2) before anything is written
+        from evalkit.execution.scheduler import connect, forget  # optional dependency: dask
+
+        cluster = held.enter_context(connect(opts.scheduler))
+        held.callback(forget, cluster, shared)
+    held.enter_context(runfolder.hold(sweep_dir))
+    save = partial(_write_sweep_json, sweep_dir, opts, sel.records, others, prints)
+    save()  # the members' lines are appended to this one
+    try:
+        _run_members(opts, sel, member_opts, on_disk, record, cluster)
+    except KeyboardInterrupt:  # SIGINT/SIGTERM: the member workers are stopped by now
+        raise _stopped(sweep_dir, sel, outs, save) from None
+    save()
+    members = [sel.records[k] for k in sorted(sel.records)]
+    summary = write_sweep_summary(sweep_dir, [m.run_dir for m in members if m.run_dir])
+    return SweepResult(run_dir=sweep_dir, members=members, summary=summary)
+
+
+def _check_only(only: list[str] | None, tasks: list[Any]) -> None:
+    """Each --only names a member of the selected tasks (``id`` or ``task/id``), or the sweep is refused."""
+    if only:
+        for o in only:
             member_ref(o)
         known = {n for t in tasks for d in t.member_dirs() for n in (d.name, f"{t.id}/{d.name}")}
-        unknown = [o for o in opts.only if o not in known]
+        unknown = [o for o in only if o not in known]
         if unknown:
             raise CorpusError(f"no member {', '.join(map(repr, unknown))} in the selected tasks")
+
+
+@dataclass(frozen=True)
+class _Selection:
+    """The sweep's members (`_select`): those to run, and those current (skipped)."""
+
+    todo: list[tuple[str, str, dict[str, Any] | None]]  # (task, member, currency keys) of each member to run
+    asked: set[str]  # the members whose paid calls the calls job makes (`_calls_job`)
+    records: dict[str, MemberResult]  # key → result: the current members; the sweep adds those it runs
+    selected: set[str]  # every selected member's key
+
+
+def _select(opts: RunOptions, tasks: list[Any], sweep_dir: Path, previous: dict[str, Any], prints: Fingerprints,
+            labels: list[str], progress: Callable[[MemberResult], Any] | None) -> _Selection:
+    """The selected members (--only, then --limit / --sample per task), each current (reported at once) or to run."""
     todo: list[tuple[str, str, dict[str, Any] | None]] = []
     prefetching = _prefetches(opts)
-    asked: set[str] = set()  # the members whose paid calls the calls job makes (`_calls_job`)
-    records: dict[str, MemberResult] = {}
-    selected: set[str] = set()
+    sel = _Selection(todo, set(), {}, set())
     for task in tasks:
         dirs = [d for d in task.member_dirs()
                 if not opts.only or d.name in opts.only or f"{task.id}/{d.name}" in opts.only]
         for mdir in scope(task, dirs, opts.limit, opts.sample, opts.seed):
             key = f"{task.id}/{mdir.name}"
-            selected.add(key)
+            sel.selected.add(key)
             try:
                 member = task.member(mdir.name, check_truth=False)  # its worker validates the truth
                 got = _member_inputs(member, opts.backends, opts.sources, opts.threshold, opts.notebooks,
@@ -540,36 +583,42 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
                 keys = None  # the worker reports the problem
             prev = previous.get(key)
             if _is_current(prev, keys, sweep_dir, labels):
-                records[key] = MemberResult(task.id, mdir.name, "current", [_outcome(o) for o in prev["outcomes"]],
-                                            run_dir=prev["run_dir"], keys=keys)
+                sel.records[key] = MemberResult(task.id, mdir.name, "current",
+                                                [_outcome(o) for o in prev["outcomes"]], run_dir=prev["run_dir"],
+                                                keys=keys)
                 if progress:
-                    progress(records[key])
+                    progress(sel.records[key])
             else:
                 todo.append((task.id, mdir.name, keys))
                 if prefetching and got:
-                    asked.add(key)
+                    sel.asked.add(key)
+    return sel
 
-    # Members outside this selection keep their record in sweep.json (a later full sweep can skip them).
-    others = {k: v for k, v in on_disk.items() if k not in selected}
-    outs = [runfolder.sweep_member_dir(sweep_dir, t, m) for t, m, _ in todo]
-    shared = None
-    if opts.scheduler:  # the members on Dask workers share one call limit and one budget (evalkit.execution.scheduler)
-        from evalkit.execution.scheduler import shared_name
 
-        shared = shared_name()
-    member_opts = [replace(opts, corpus=Path(opts.corpus).resolve(), sources=Path(opts.sources).resolve()
-                           if opts.sources else None, tasks=[t], only=[m], out=out.resolve(), workers=1, force=False,
-                           board=None, history=False,  # the sweep records once, at its end
-                           limit=None, sample=None, seed=None,  # and it selected already
-                           scheduler=None, shared=shared,  # a member's notebooks run in its own worker
-                           in_sweep=True)
-                   for (t, m, _), out in zip(todo, outs)]
+def _member_options(opts: RunOptions, todo: list[tuple[str, str, Any]], outs: list[Path],
+                    shared: str | None) -> list[RunOptions]:
+    """Each member's own `RunOptions` (`todo[i]` into its folder `outs[i]`): absolute paths, one worker."""
+    return [replace(opts, corpus=Path(opts.corpus).resolve(), sources=Path(opts.sources).resolve()
+                    if opts.sources else None, tasks=[t], only=[m], out=out.resolve(), workers=1,
+                    force=False, board=None, history=False,  # the sweep records once, at its end
+                    limit=None, sample=None, seed=None,  # and it selected already
+                    scheduler=None, shared=shared,  # a member's notebooks run in its own worker
+                    in_sweep=True)
+            for (t, m, _), out in zip(todo, outs)]
 
-    saved, unsaved = [time.monotonic()], {}
 
-    def record(i: int, raw: Any) -> None:
-        task_id, member_id, keys = todo[i]
-        rel = outs[i].relative_to(sweep_dir).as_posix()
+class _Recorder:
+    """`run_all`'s report of member `i`: its `MemberResult` kept in the selection's records, appended to sweep.json's
+    sidecar at most every `SAVE_EVERY_S` seconds (a killed sweep keeps its progress but the last seconds), reported."""
+
+    def __init__(self, sweep_dir: Path, sel: _Selection, outs: list[Path],
+                 progress: Callable[[MemberResult], Any] | None):
+        self.sweep_dir, self.sel, self.outs, self.progress = sweep_dir, sel, outs, progress
+        self.saved, self.unsaved = time.monotonic(), {}
+
+    def __call__(self, i: int, raw: Any) -> None:
+        task_id, member_id, keys = self.sel.todo[i]
+        rel = self.outs[i].relative_to(self.sweep_dir).as_posix()
         if isinstance(raw, WorkerDied):
             raw = {"crash": str(raw), "exit_code": EXIT_BACKEND}
         elif isinstance(raw, Exception):  # pickling trouble and the like: this member only
@@ -579,51 +628,42 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
                                exit_code=raw.get("exit_code", EXIT_BACKEND))
         else:
             res = MemberResult(task_id, member_id, "ran", [_outcome(o) for o in raw["outcomes"]], run_dir=rel, keys=keys)
-        records[res.key] = unsaved[res.key] = res
-        if time.monotonic() - saved[0] >= SAVE_EVERY_S:  # a killed sweep keeps its progress (but the last seconds)
-            _append_members(sweep_dir, unsaved)
-            unsaved.clear()
-            saved[0] = time.monotonic()
-        if progress:
-            progress(res)
+        self.sel.records[res.key] = self.unsaved[res.key] = res
+        if time.monotonic() - self.saved >= SAVE_EVERY_S:
+            _append_members(self.sweep_dir, self.unsaved)
+            self.unsaved.clear()
+            self.saved = time.monotonic()
+        if self.progress:
+            self.progress(res)
 
-    cluster = None
-    if opts.scheduler and member_opts:  # reached (or not: exit 2) before anything is written
-        from evalkit.execution.scheduler import connect, forget
 
-        cluster = held.enter_context(connect(opts.scheduler))
-        held.callback(forget, cluster, shared)
-    held.enter_context(runfolder.hold(sweep_dir))
-    _write_sweep_json(sweep_dir, opts, records, others, prints)  # the members' lines are appended to this one
-    try:
-        # Paid answers are reused, but under --force by the members this sweep folder has no record of: those a
-        # stopped sweep was running (`_clear`).
-        reuse = [not opts.force or f"{t}/{m}" not in on_disk for t, m, _ in todo]
-        calls: list[Any] = []
-        if asked:  # the paid calls first, all in one worker's pool; the members then reuse their answers
-            called = [o for o, (t, m, _) in zip(member_opts, todo) if f"{t}/{m}" in asked]
-            for i, (t, m, _) in enumerate(todo):
-                if f"{t}/{m}" in asked:
-                    _clear(member_opts[i], reuse[i])  # what the member's own `_clear` would drop, before the calls
-                    reuse[i] = True
-                    member_opts[i].answered = True  # a failed call is not made twice in one sweep
-            calls = [(_calls_job, (member_opts[0], called))]
-        run_all(calls + [(_member_job, (o, r)) for o, r in zip(member_opts, reuse)], max(1, opts.workers),
-                on_done=lambda i, raw: record(i - len(calls), raw) if i >= len(calls) else None,
-                after=[set()] * len(calls) + [set(range(len(calls)))] * len(member_opts), scheduler=cluster)
-    except KeyboardInterrupt:  # SIGINT/SIGTERM: the member workers are stopped by now
-        from evalkit._util.interrupt import signals_blocked
-        from evalkit._util.jsonio import remove_partials
+def _run_members(opts: RunOptions, sel: _Selection, member_opts: list[RunOptions], on_disk: dict[str, Any],
+                 record: _Recorder, cluster: Any) -> None:
+    """The members' paid calls first (`_calls_job`, one worker), then each member in a worker of its own."""
+    # Paid answers are reused, but under --force by the members this sweep folder has no record of: those a
+    # stopped sweep was running (`_clear`).
+    reuse = [not opts.force or f"{t}/{m}" not in on_disk for t, m, _ in sel.todo]
+    calls: list[Any] = []
+    if sel.asked:  # the paid calls first, all in one worker's pool; the members then reuse their answers
+        called = [o for o, (t, m, _) in zip(member_opts, sel.todo) if f"{t}/{m}" in sel.asked]
+        for i, (t, m, _) in enumerate(sel.todo):
+            if f"{t}/{m}" in sel.asked:
+                _clear(member_opts[i], reuse[i])  # what the member's own `_clear` would drop, before the calls
+                reuse[i] = True
+                member_opts[i].answered = True  # a failed call is not made twice in one sweep
+        calls = [(_calls_job, (member_opts[0], called))]
+    run_all(calls + [(_member_job, (o, r)) for o, r in zip(member_opts, reuse)], max(1, opts.workers),
+            on_done=lambda i, raw: record(i - len(calls), raw) if i >= len(calls) else None,
+            after=[set()] * len(calls) + [set(range(len(calls)))] * len(member_opts), scheduler=cluster)
 
-        remove_partials(sweep_dir, recursive=False)
-        with signals_blocked():  # every member finished so far, whole
-            _write_sweep_json(sweep_dir, opts, records, others, prints)
-        for out in outs:  # the member run folders are this sweep's own
-            remove_partials(out)
-        finished = sum(r.status != "current" for r in records.values())
-        raise Interrupted(f"{finished}/{len(todo)} member(s) run, {len(records) - finished} current; "
-                          f"kept in {sweep_dir / runfolder.SWEEP_JSON}", sweep_dir) from None
-    _write_sweep_json(sweep_dir, opts, records, others, prints)
-    members = [records[k] for k in sorted(records)]
-    summary = write_sweep_summary(sweep_dir, [m.run_dir for m in members if m.run_dir])
-    return SweepResult(run_dir=sweep_dir, members=members, summary=summary)
+
+def _stopped(sweep_dir: Path, sel: _Selection, outs: list[Path], save: Callable[[], None]) -> Interrupted:
+    """A stopped sweep: sweep.json holds every member finished so far, whole; no partial file is left."""
+    remove_partials(sweep_dir, recursive=False)
+    with signals_blocked():  # every member finished so far, whole
+        save()
+    for out in outs:  # the member run folders are this sweep's own
+        remove_partials(out)
+    finished = sum(r.status != "current" for r in sel.records.values())
+    return Interrupted(f"{finished}/{len(sel.todo)} member(s) run, {len(sel.records) - finished} current; "
+                       f"kept in {sweep_dir / runfolder.SWEEP_JSON}", sweep_dir)

@@ -41,9 +41,12 @@ from evalkit._util.jsonio import canonical_sha
 from evalkit.backends import BackendSpec
 from evalkit.backends.base import Request
 from evalkit.errors import UsageError
+from evalkit.execution.pool import Job, run_pool, summarize_calls
 from evalkit.results import runfolder
 from evalkit.results.runfolder import Home
 from evalkit.stages import pairwise
+from evalkit.stages.pipeline import reference_truth, request_sha, score_record
+from evalkit.status import Failed
 
 REFERENCE = "judge.reference"
 PAIRWISE = pairwise.CALL_TYPE
@@ -239,99 +242,140 @@ def _is_graph(member: Any) -> bool:
     return getattr(member.task.scorer, "name", None) == "graph"
 
 
-def judge_phase(run_dir: Path, homes: Sequence[Home], documents: dict[str, Any], judge_backend: Any, mode: str,
-                labels: Sequence[str], sources: Path | None = None, threshold: float | None = None,
-                max_concurrency: int = 8, max_usd: float | None = None, progress: Any = None,
-                cache: Path | None = None, reference: str | None = None) -> PhaseResult:
+@dataclass(frozen=True)
+class JudgeRun:
+    """What `judge_phase` judges, and with what: the run's extractions and the opened judge (the runner's `_judge`)."""
+
+    run_dir: Path
+    homes: Sequence[Home]  # sample 0 of each member × backend the run extracted
+    documents: dict[str, Any]  # member key → its `corpus.sources.Document`
+    backend: Any  # the opened judge backend
+    mode: str  # reference | pairwise | both (`check_mode`)
+    labels: Sequence[str]  # the run's backends, in --backend order: the pairs are drawn from them
+    sources: Path | None = None
+    threshold: float | None = None
+    max_concurrency: int = 8  # judge calls in flight
+    max_usd: float | None = None  # what is left of --max-usd after the extractions
+    progress: Any = None  # progress(phase, total) → tick(), as the runner's
+    cache: Path | None = None  # the judge cache (a cassette): recorded in judge.json
+    reference: str | None = None  # --reference LABEL: its records are the truth the others' are compared with
+
+
+def judge_phase(run: JudgeRun) -> PhaseResult:
     """Build every judge request, send the distinct ones through one pool, write the verdicts.
 
-    With `reference` (``--reference LABEL``), reference judging compares each other backend's leftovers with
+    With `run.reference` (``--reference LABEL``), reference judging compares each other backend's leftovers with
     LABEL's record instead of the truth (LABEL itself is not judged).
 
     Writes judgments.json per member × backend (reference), pairwise.json per task (pairwise) and
     judge.json in the run folder. Returns counts and the stderr messages (the runner prints them).
     """
-    from evalkit.execution.pool import Job, run_pool, summarize_calls
-    from evalkit.stages.pipeline import reference_truth, request_sha, score_record
-    from evalkit.status import Failed
-
     result = PhaseResult()
-    judge_meta = {"spec": judge_backend.spec, "model": judge_backend.model}
-    graph_homes = [h for h in homes if _is_graph(h.member)]
-    skipped_tasks = sorted({h.member.task.id for h in homes if not _is_graph(h.member)})
+    judge_meta = {"spec": run.backend.spec, "model": run.backend.model}
+    graph_homes = [h for h in run.homes if _is_graph(h.member)]
+    skipped_tasks = sorted({h.member.task.id for h in run.homes if not _is_graph(h.member)})
     if skipped_tasks:
         result.messages.append(f"note: judge: task(s) {', '.join(skipped_tasks)} are not graph tasks: not judged")
     extractions = {(h.member.key, h.label): runfolder.read_extraction(h.dir) for h in graph_homes}
-    requests: dict[str, Request] = {}
+    requests: dict[str, Request] = {}  # sha → request: each distinct one is sent once, in the order first wanted
+    ref_plan = (_reference_plan(run, graph_homes, extractions, requests) if run.mode in ("reference", "both")
+                else [])
+    pairs = [(a, b) for i, a in enumerate(run.labels) for b in run.labels[i + 1:]]
+    pair_items = (_pairwise_plan(run, graph_homes, extractions, pairs, requests) if run.mode in ("pairwise", "both")
+                  else {})
+    completions, summary = _send(run, requests, result)
+    _reference_verdicts(ref_plan, extractions, completions, judge_meta, result)
+    _pairwise_verdicts(run, pair_items, pairs, completions, judge_meta, result)
+    if result.errors:
+        result.messages.append(f"warning: judge: {result.errors} judgment(s) failed (provider error, budget or an "
+                               f"unreadable answer): those axes keep null judged figures, those pairwise items count "
+                               f"as errors (see {runfolder.JUDGMENTS} / {runfolder.PAIRWISE})")
+    result.summary = {"judge": judge_meta, "mode": run.mode, "cache": str(run.cache) if run.cache else None,
+                      "requests": result.requests, "calls": result.calls, "replayed": result.replayed,
+                      "errors": result.errors, "usd": result.usd, "calls_summary": summary}
+    runfolder.write_judge_json(run.run_dir, result.summary)
+    return result
 
-    def want(req: Request) -> str:
-        sha = request_sha(req)
-        requests.setdefault(sha, req)
-        return sha
 
-    # -- reference: the strict leftovers of every member × backend
+def _want(requests: dict[str, Request], req: Request) -> str:
+    """`req`'s sha256, the request kept under it unless an identical one is already wanted."""
+    sha = request_sha(req)
+    requests.setdefault(sha, req)
+    return sha
+
+
+def _reference_plan(run: JudgeRun, graph_homes: list[Home], extractions: dict[tuple[str, str], Any],
+                    requests: dict[str, Request]) -> list[tuple[Home, dict[str, Any]]]:
+    """Reference mode: the strict leftovers of every member × backend, per axis: a request (its sha and rows kept
+    in ``_sha``/``_rows`` until the answer comes) where there is something on both sides, else nothing to judge."""
     ref_plan: list[tuple[Home, dict[str, Any]]] = []
-    if mode in ("reference", "both"):
-        for h in graph_homes:
-            ext = extractions[(h.member.key, h.label)]
-            truth = None if reference is None else reference_truth(h.member, runfolder.sibling(h.dir, reference),
-                                                                    reference)
-            if h.label == reference or isinstance(truth, Failed):
-                continue  # the reference is the truth; a member it has no record of is not compared
-            strict = score_record(h.member, ext.get("record"), documents[h.member.key], sources, threshold,
-                                  truth=truth)
-            axes: dict[str, Any] = {}
-            for axis in SET_AXES:
-                missed, spurious = candidates(strict.items, axis)
-                entry: dict[str, Any] = {"missed": len(missed), "spurious": len(spurious)}
-                if missed and spurious:
-                    symmetric = list(getattr(h.member.task.options, "symmetric_relations", []) or [])
-                    req = reference_request(h.member.key, axis, documents[h.member.key].text, missed, spurious,
-                                            symmetric)
-                    entry["_sha"], entry["_rows"] = want(req), (missed, spurious)
-                else:
-                    entry.update(status="nothing_to_judge", accepted=[])
-                axes[axis] = entry
-            ref_plan.append((h, axes))
+    for h in graph_homes:
+        ext = extractions[(h.member.key, h.label)]
+        truth = None if run.reference is None else reference_truth(h.member, runfolder.sibling(h.dir, run.reference),
+                                                                    run.reference)
+        if h.label == run.reference or isinstance(truth, Failed):
+            continue  # the reference is the truth; a member it has no record of is not compared
+        strict = score_record(h.member, ext.get("record"), run.documents[h.member.key], run.sources, run.threshold,
+                              truth=truth)
+        axes: dict[str, Any] = {}
+        for axis in SET_AXES:
+            missed, spurious = candidates(strict.items, axis)
+            entry: dict[str, Any] = {"missed": len(missed), "spurious": len(spurious)}
+            if missed and spurious:
+                symmetric = list(getattr(h.member.task.options, "symmetric_relations", []) or [])
+                req = reference_request(h.member.key, axis, run.documents[h.member.key].text, missed, spurious,
+                                        symmetric)
+                entry["_sha"], entry["_rows"] = _want(requests, req), (missed, spurious)
+            else:
+                entry.update(status="nothing_to_judge", accepted=[])
+            axes[axis] = entry
+        ref_plan.append((h, axes))
+    return ref_plan
 
-    # -- pairwise: every unordered pair of backends, every member, every axis, both orders
+
+def _pairwise_plan(run: JudgeRun, graph_homes: list[Home], extractions: dict[tuple[str, str], Any],
+                   pairs: list[tuple[str, str]], requests: dict[str, Request]) -> dict[str, list[dict[str, Any]]]:
+    """Pairwise mode: every unordered pair of backends, every member, every axis, both orders: the items per task,
+    each ``pending`` (its orders' request shas in ``_sha``), ``identical`` or ``skipped``."""
     pair_items: dict[str, list[dict[str, Any]]] = {}
-    pairs = [(a, b) for i, a in enumerate(labels) for b in labels[i + 1:]]
-    if mode in ("pairwise", "both"):
-        by_member: dict[str, dict[str, Home]] = {}
-        for h in graph_homes:
-            by_member.setdefault(h.member.key, {})[h.label] = h
-        for key in sorted(by_member):
-            homes_of = by_member[key]
-            member = next(iter(homes_of.values())).member
-            for a, b in pairs:
-                recs = {x: extractions[(key, x)].get("record") if x in homes_of else None for x in (a, b)}
-                for axis in pairwise.AXES:
-                    item: dict[str, Any] = {"member": member.id, "axis": axis, "a": a, "b": b, "orders": [],
-                                            "outcome": None, "inconsistent": False}
-                    missing = [x for x in (a, b) if not isinstance(recs[x], dict)]
-                    if missing:
-                        item.update(status="skipped", why=f"no record from {', '.join(missing)}")
+    by_member: dict[str, dict[str, Home]] = {}
+    for h in graph_homes:
+        by_member.setdefault(h.member.key, {})[h.label] = h
+    for key in sorted(by_member):
+        homes_of = by_member[key]
+        member = next(iter(homes_of.values())).member
+        for a, b in pairs:
+            recs = {x: extractions[(key, x)].get("record") if x in homes_of else None for x in (a, b)}
+            for axis in pairwise.AXES:
+                item: dict[str, Any] = {"member": member.id, "axis": axis, "a": a, "b": b, "orders": [],
+                                        "outcome": None, "inconsistent": False}
+                missing = [x for x in (a, b) if not isinstance(recs[x], dict)]
+                if missing:
+                    item.update(status="skipped", why=f"no record from {', '.join(missing)}")
+                else:
+                    content = {x: pairwise.render_content(pairwise.axis_content(recs[x], axis), axis) for x in (a, b)}
+                    first = pairwise.first_order(key, a, b)
+                    if content[a] == content[b]:
+                        item.update(status="identical", outcome="tie")
+                        item["orders"] = [{"slot_a": first[0], "slot_b": first[1]}]
                     else:
-                        content = {x: pairwise.render_content(pairwise.axis_content(recs[x], axis), axis) for x in (a, b)}
-                        first = pairwise.first_order(key, a, b)
-                        if content[a] == content[b]:
-                            item.update(status="identical", outcome="tie")
-                            item["orders"] = [{"slot_a": first[0], "slot_b": first[1]}]
-                        else:
-                            for sa, sb in (first, first[::-1]):
-                                req = pairwise.request(key, axis, documents[key].text, content[sa], content[sb])
-                                item["orders"].append({"slot_a": sa, "slot_b": sb, "_sha": want(req)})
-                            item["status"] = "pending"
-                    pair_items.setdefault(member.task.id, []).append(item)
+                        for sa, sb in (first, first[::-1]):
+                            req = pairwise.request(key, axis, run.documents[key].text, content[sa], content[sb])
+                            item["orders"].append({"slot_a": sa, "slot_b": sb, "_sha": _want(requests, req)})
+                        item["status"] = "pending"
+                pair_items.setdefault(member.task.id, []).append(item)
+    return pair_items
 
-    # -- one pool for every distinct request
+
+def _send(run: JudgeRun, requests: dict[str, Request], result: PhaseResult) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One pool for every distinct request: (sha → completion, the calls' summary); `result` gets the counts."""
     shas = list(requests)
     completions: dict[str, Any] = {}
     if shas:
-        jobs = [Job(judge_backend, requests[s]) for s in shas]
-        tick = progress("judging", len(jobs)) if progress else None
-        pool = run_pool(jobs, max_concurrency, progress=(lambda *a: tick()) if tick else None, max_usd=max_usd)
+        jobs = [Job(run.backend, requests[s]) for s in shas]
+        tick = run.progress("judging", len(jobs)) if run.progress else None
+        pool = run_pool(jobs, run.max_concurrency, progress=(lambda *a: tick()) if tick else None,
+                        max_usd=run.max_usd)
         completions = dict(zip(shas, pool.completions))
         summary = summarize_calls(pool.completions)
         result.calls = sum(c.calls for c in pool.completions if not c.replayed)
@@ -339,27 +383,33 @@ def judge_phase(run_dir: Path, homes: Sequence[Home], documents: dict[str, Any],
         result.usd = summary["usd"]
     else:
         summary = summarize_calls([])
-        if judge_backend is not None:
-            import asyncio
+        if run.backend is not None:
+            import asyncio  # only to close a judge that was never called
 
-            asyncio.run(judge_backend.aclose())
+            asyncio.run(run.backend.aclose())
     result.requests = len(shas)
+    return completions, summary
 
-    def answer(sha: str) -> tuple[Any, str | None]:
-        c = completions[sha]
-        if c.error:
-            return None, c.error
-        if c.record is None:
-            return None, f"unreadable judge answer ({c.parse})"
-        return c.record, None
 
-    # -- reference verdicts → judgments.json
+def _answer(completions: dict[str, Any], sha: str) -> tuple[Any, str | None]:
+    """The judge's record for the request `sha`, or why there is none."""
+    c = completions[sha]
+    if c.error:
+        return None, c.error
+    if c.record is None:
+        return None, f"unreadable judge answer ({c.parse})"
+    return c.record, None
+
+
+def _reference_verdicts(ref_plan: list[tuple[Home, dict[str, Any]]], extractions: dict[tuple[str, str], Any],
+                        completions: dict[str, Any], judge_meta: dict[str, Any], result: PhaseResult) -> None:
+    """Reference verdicts → judgments.json per member × backend; a failed judgment counts in `result.errors`."""
     for h, axes in ref_plan:
         out_axes = {}
         for axis, entry in axes.items():
             if "_sha" in entry:
                 missed, spurious = entry.pop("_rows")
-                record, error = answer(entry.pop("_sha"))
+                record, error = _answer(completions, entry.pop("_sha"))
                 accepted, problems = (None, []) if error else parse_matches(record, missed, spurious)
                 if error or accepted is None:
                     entry.update(status="error", error=error or "; ".join(problems), accepted=[])
@@ -374,14 +424,17 @@ def judge_phase(run_dir: Path, homes: Sequence[Home], documents: dict[str, Any],
                                        "mode": "reference", "extraction_sha256": canonical_sha(ext.get("record")),
                                        "axes": out_axes})
 
-    # -- pairwise verdicts → <task>/pairwise.json
+
+def _pairwise_verdicts(run: JudgeRun, pair_items: dict[str, list[dict[str, Any]]], pairs: list[tuple[str, str]],
+                       completions: dict[str, Any], judge_meta: dict[str, Any], result: PhaseResult) -> None:
+    """Pairwise verdicts → <task>/pairwise.json; a failed item counts in `result.errors`, its notes in messages."""
     for task_id, items in pair_items.items():
         for item in items:
             if item["status"] != "pending":
                 continue
             winners, errors = [], []
             for order in item["orders"]:
-                record, error = answer(order.pop("_sha"))
+                record, error = _answer(completions, order.pop("_sha"))
                 verdict, reason = pairwise.parse_verdict(record)
                 if error or verdict is None:
                     errors.append(error or f"no verdict A, B or tie in the judge's answer {record!r:.120}")
@@ -395,20 +448,10 @@ def judge_phase(run_dir: Path, homes: Sequence[Home], documents: dict[str, Any],
             outcome, inconsistent = pairwise.combine(*winners)
             item.update(status="judged", outcome=outcome, inconsistent=inconsistent)
         rows = pairwise.aggregate(items, pairs)
-        runfolder.write_pairwise(run_dir, task_id, {
-            "task": task_id, "judge": judge_meta, "backends": list(labels), "axes": list(pairwise.AXES),
+        runfolder.write_pairwise(run.run_dir, task_id, {
+            "task": task_id, "judge": judge_meta, "backends": list(run.labels), "axes": list(pairwise.AXES),
             "pairs": rows, "items": items})
         result.messages += [f"{m} [{task_id}]" for m in pairwise.notes(rows)]
-
-    if result.errors:
-        result.messages.append(f"warning: judge: {result.errors} judgment(s) failed (provider error, budget or an "
-                               f"unreadable answer): those axes keep null judged figures, those pairwise items count "
-                               f"as errors (see {runfolder.JUDGMENTS} / {runfolder.PAIRWISE})")
-    result.summary = {"judge": judge_meta, "mode": mode, "cache": str(cache) if cache else None,
-                      "requests": result.requests, "calls": result.calls, "replayed": result.replayed,
-                      "errors": result.errors, "usd": result.usd, "calls_summary": summary}
-    runfolder.write_judge_json(run_dir, result.summary)
-    return result
 
 
 def print_messages(messages: Iterable[str]) -> None:

@@ -2,6 +2,28 @@
 judge phase (with --judge: `evalkit.stages.judge`) → extract/score notebooks per member →
 report notebook per task → HTML.
 
+`run` keeps what the run holds (its folder's lock, a scheduler) until the end and turns a stop into
+`Interrupted`; `_run` calls the stages in order, each a function from the typed results of those before it
+to its own (frozen dataclasses; `_Done` alone is updated as they go: what an interrupt reports):
+
+``_plan(opts) → Plan``
+    Usage checks, tasks and members selected, backends and judge resolved, the integrity gate, every request
+    rendered and priced (`Plan.calls`, what ``--dry-run`` shows). Writes nothing, calls nothing; a dry run
+    (or a run the gate left nothing of) ends here. The guards are checked after it.
+``_extract(plan, opts) → Extracted``
+    Holds and marks the run folder unfinished, opens the backends, makes every call not already answered in
+    one pool (``--batch``: provider batches first); the opened backends, the homes (sample 0, samples 1..K-1),
+    the not-covered outcomes, what was spent.
+``_judge(plan, extracted, opts) → Judged | None``
+    With ``--judge``: `judge.judge_phase` (a `judge.JudgeRun`) writes the verdicts the scorers read; its
+    run.json entry and messages. Then ``_write_run_json``.
+``_score(plan, extracted, opts) → Scored``
+    score.json per member × backend (notebooks, or in-process), report.ipynb per task; the scored outcomes.
+``_render(run_dir, opts) → summary``
+    summary.json, then the HTML pages. ``_finish`` marks the run finished and returns the `RunResult`.
+``record(result, opts) → Recorded``
+    After `_run`, in `run`: the history (runs/index.jsonl) and the scoreboard, as ``opts`` asks.
+
 Each phase leaves files in the run folder (an extraction.json is written the
 moment its call completes), so a failure anywhere keeps what was done before it.
 A member × backend whose call, scorer or notebook failed ends with status
@@ -39,7 +61,7 @@ from evalkit import __version__
 from evalkit._util.interrupt import Interrupted
 from evalkit._util.jsonio import remove_partials
 from evalkit._util.paths import member_ref
-from evalkit.backends import BackendSpec, check_labels, labels_slug
+from evalkit.backends import BackendContext, BackendSpec, check_labels, labels_slug
 from evalkit.corpus.sources import Document, check_integrity, read_document, sha256_file
 from evalkit.corpus.tasks import Member, Task, load_member, load_tasks
 from evalkit.errors import (
@@ -59,10 +81,13 @@ from evalkit.errors import (
     UnreadableSource,
     UsageError,
 )
+from evalkit.execution.pool import Job, run_pool
 from evalkit.results import runfolder
 from evalkit.results.runfolder import Home, hold
 from evalkit.results.summary import write_summary
+from evalkit.scoring.ontology import load_ontology
 from evalkit.scoring.stats import SEED
+from evalkit.stages import judge as judging
 from evalkit.stages.pipeline import backend_context, extraction_record, is_current, render_request, score_home
 from evalkit.status import ERROR, INVALID_INPUT, NOT_COVERED, NOTEBOOK_FAILED, REFUSED, SCORED, Failed, failure_of
 
@@ -408,18 +433,52 @@ def run(opts: RunOptions, progress: Progress | None = None, on_outcome: OnOutcom
 
 def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
          on_outcome: OnOutcome | None = None) -> RunResult:
-    from evalkit.backends.pricing import PriceTable
-    from evalkit.backends.resolve import (
-        check_guards,
-        check_inputs,
-        duplicate_recordings,
-        open_backends,
-        plan,
-        resolve_backends,
-    )
-    from evalkit.execution.pool import Job, run_pool
-    from evalkit.scoring.ontology import load_ontology
-    from evalkit.stages import judge as judging
+    """The stages in order (see the module docstring); `done` learns how far they got (what an interrupt reports)."""
+    from evalkit.backends.resolve import check_guards  # start-up cost: the provider modules (~55 ms)
+
+    plan = _plan(opts)
+    if opts.dry_run:
+        return RunResult(run_dir=plan.run_dir, outcomes=sorted(plan.gated, key=_order), plan=plan.calls,
+                         strict=opts.strict)
+    if not plan.cleared:  # nothing passed the gate: construct no backend at all
+        return RunResult(run_dir=plan.run_dir, outcomes=sorted(plan.gated, key=_order))
+    # corrupt / shared cassettes, replay misses, missing keys (the judge's too): before any call
+    check_guards(plan.resolved + ([plan.judge] if plan.judge else []), plan.calls)
+    extracted = _extract(plan, opts, progress, held, done)
+    judged = _judge(plan, extracted, opts, progress)
+    _write_run_json(plan, extracted, judged, opts)
+    scored = _score(plan, extracted, opts, progress, on_outcome)
+    summary = _render(plan.run_dir, opts)
+    return _finish(plan, extracted, judged, scored, summary, opts, done.reused)
+
+
+# ----------------------------------------------------------------------------- stage 1: plan
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run will do, decided before anything is written or called (`_plan`)."""
+
+    tasks: list[Task]
+    labels: list[str]  # the backends' labels, in --backend order
+    run_dir: Path
+    ontology: Any  # the `scoring.ontology.Ontology` of --ontology; None: freeform
+    resolved: list[Any]  # a `backends.resolve.Resolved` per backend: guards collected, nothing opened
+    judge: Any  # the judge's `Resolved`; None without --judge, or when its key is not set (`judge_skipped`)
+    judge_mode: str
+    judge_skipped: str | None  # why the judge is skipped (a note, not an abort)
+    gated: list[Outcome]  # per backend, each member the integrity gate refused or skipped
+    documents: dict[str, Document]  # member key → its document, for each cleared member
+    cleared: list[tuple[Member, list[Path]]]  # the members the gate let through, with their source files
+    sampled: list[list[Any]]  # sampled[i]: sample i's `Request` per cleared member ([0]: as without --samples)
+    prices: Any  # the `backends.pricing.PriceTable` of --prices; None: the bundled prices
+    calls: Any  # the `backends.resolve.Plan` of every request: what --dry-run shows, and the guards
+    uncovered: set[tuple[str, str, int]]  # (label, member key, sample) a replayed cassette has no recording of
+    why_uncovered: dict[tuple[str, str, int], str]  # … and why, where the cassette says
+
+
+def _check_usage(opts: RunOptions) -> tuple[Any, str, list[Task], list[Member], list[str]]:
+    """The options that make no sense together, before anything else: (ontology, judge mode, tasks, the selected
+    members, the backends' labels)."""
 
     ontology = load_ontology(opts.ontology, opts.ontology_mode)  # usage errors before anything else
     judge_mode = judging.check_mode(opts.judge_mode, opts.judge)
@@ -436,6 +495,17 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
     if truthless and opts.reference is None:
         raise UsageError(f"task(s) {', '.join(truthless)} have no truth (truth: false): score them against another "
                          "backend with --reference LABEL")
+    return ontology, judge_mode, tasks, members, labels
+
+
+def _plan(opts: RunOptions) -> Plan:
+    """Stage 1: check the options, resolve the backends and the judge, gate the members, render and price every
+    request. Reads the corpus, sources, cassettes and environment; writes nothing, calls nothing."""
+    from evalkit.backends.pricing import PriceTable  # start-up cost: ~15 ms
+    # start-up cost: the provider modules (~55 ms)
+    from evalkit.backends.resolve import check_inputs, plan, resolve_backends
+
+    ontology, judge_mode, tasks, members, labels = _check_usage(opts)
     # Resolving reads cassettes and the environment only: no call, no file written.
     resolved = resolve_backends(opts.backends, opts.record)
     run_dir = Path(opts.out or Path("runs") / default_run_id(labels))
@@ -445,9 +515,9 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
     if judge_skipped:  # as the source harness: strict figures still count, judged ones stay null
         print(f"evalkit: note: {judge_skipped}", file=sys.stderr)
         judge_resolved = None
-    outcomes: list[Outcome] = []
+    gated: list[Outcome] = []
     documents: dict[str, Document] = {}
-    cleared = gate_members(members, opts.sources, outcomes, labels, documents, opts.settings)
+    cleared = gate_members(members, opts.sources, gated, labels, documents, opts.settings)
     requests = [render_request(m.task, m, documents[m.key], ontology, m.task.spec.settings.with_overrides(opts.settings))
                 for m, _ in cleared]
     check_inputs(resolved, requests, judge_resolved)  # a backend that cannot take the input mode: before any call
@@ -455,80 +525,71 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
     sampled = [[replace(r, sample=i) for r in requests] for i in range(opts.samples)]  # [0] is `requests`
     prices = PriceTable(path=opts.prices) if opts.prices else None
     budgeted = (opts.dry_run or opts.max_usd is not None) and not opts.allow_unpriced
-    the_plan = plan(resolved, [r for reqs in sampled for r in reqs], prices, require_prices=budgeted,
-                    judge=judge_resolved, strict_replay=opts.strict_replay, batch=opts.batch)
+    calls = plan(resolved, [r for reqs in sampled for r in reqs], prices, require_prices=budgeted,
+                 judge=judge_resolved, strict_replay=opts.strict_replay, batch=opts.batch)
     # (label, member key, sample) a replayed cassette has no recording of: each sample's own plan says which
     uncovered, why_uncovered = set(), {}
     for i, reqs in enumerate(sampled):
-        mine = the_plan if opts.samples == 1 else plan(resolved, reqs, prices, strict_replay=opts.strict_replay)
+        mine = calls if opts.samples == 1 else plan(resolved, reqs, prices, strict_replay=opts.strict_replay)
         uncovered |= {(b.label, key, i) for b in mine.backends for key in b.not_covered}
         why_uncovered |= {(b.label, key, i): why for b in mine.backends for key, why in b.not_covered_why.items()}
-    if opts.dry_run:
-        return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), plan=the_plan, strict=opts.strict)
-    if not cleared:  # nothing passed the gate: construct no backend at all
-        return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order))
-    # corrupt / shared cassettes, replay misses, missing keys (the judge's too): before any call
-    check_guards(resolved + ([judge_resolved] if judge_resolved else []), the_plan)
+    return Plan(tasks, labels, run_dir, ontology, resolved, judge_resolved, judge_mode, judge_skipped, gated,
+                documents, cleared, sampled, prices, calls, uncovered, why_uncovered)
+
+
+# ----------------------------------------------------------------------------- stage 2: extract
+
+@dataclass(frozen=True)
+class Extracted:
+    """What the extract stage leaves: every extraction.json is on disk (`_extract`)."""
+
+    backends: list[Any]  # the opened backends, one per `Plan.resolved`
+    ctx: Any  # the `backends.BackendContext` they were opened with (a python: judge reads its documents)
+    homes: list[Home]  # sample 0 of each member × backend extracted or reused (as without --samples)
+    extra: list[Home]  # samples 1..K-1 under --samples K
+    not_covered: list[Outcome]  # member × backends a replayed cassette has no recording of
+    spent_usd: float  # what the extraction calls cost (the judge gets what is left of --max-usd)
+    cluster: Any  # the open `execution.scheduler.Cluster` of --scheduler (the notebooks run there), or None
+
+
+def _extract(plan: Plan, opts: RunOptions, progress: Progress, held: ExitStack, done: _Done) -> Extracted:
+    """Stage 2: hold the run folder (marked unfinished: a run into it after a stop resumes), open the backends,
+    make every call not already answered in one pool, each extraction.json written as its call completes."""
+    from evalkit.backends.resolve import open_backends  # start-up cost: the provider modules (~55 ms)
 
     cluster = None
     if opts.scheduler and opts.notebooks:  # the notebooks as Dask tasks: the scheduler reached before any call
-        from evalkit.execution.scheduler import connect
+        from evalkit.execution.scheduler import connect  # optional dependency: dask
 
         cluster = held.enter_context(connect(opts.scheduler))
+    run_dir = plan.run_dir
     resuming = opts.in_sweep  # a sweep member reuses the paid answers its sweep kept (`sweep._clear`)
     if not opts.in_sweep:  # a sweep holds its members' folders
         held.enter_context(hold(run_dir))
         resuming = runfolder.is_unfinished(run_dir)
         runfolder.mark_unfinished(run_dir, datetime.now(timezone.utc).isoformat(timespec="seconds"))
     done.run_dir = run_dir
-    ctx = backend_context([m for m, _ in cleared], opts.sources, documents)
-    backends = open_backends(resolved, ctx, prices, check=False)
-    jobs, homes, home_of, extra = [], [], {}, []  # extra: samples 1..K-1 (`homes`: sample 0, as without --samples)
-    for (m, _), *requests_of in zip(cleared, *sampled):
-        for b, r in zip(backends, resolved):
-            if (b.label, m.key, 0) in uncovered:  # the cassette has no recording of it: not scored, not an error
-                outcomes.append(Outcome(m.task.id, m.id, b.label, NOT_COVERED, cause=NOT_COVERED,
-                                        message=f"no recording of this request in {r.cassette}"
-                                        + (f": {w}" if (w := why_uncovered.get((b.label, m.key, 0))) else "")))
-                continue
-            for i, request in enumerate(requests_of):
-                home = Home.of(run_dir, m, b.label, i)
-                if i and (b.label, m.key, i) in uncovered:  # this sample unrecorded: an error of that sample only
-                    runfolder.clear_score(home.dir)
-                    runfolder.write_extraction(home.dir, not_covered_sample(m, b, request, r.cassette))
-                    extra.append(home)
-                    continue
-                (extra if i else homes).append(home)
-                if resuming and _reusable(home.dir, request, b.spec, failed_too=opts.answered):
-                    done.reused += 1
-                else:
-                    jobs.append(Job(b, request))
-                    home_of[id(jobs[-1])] = home
-    done.folders = [run_dir / t.id for t in tasks] + [h.dir for h in homes + extra]
+    ctx = backend_context([m for m, _ in plan.cleared], opts.sources, plan.documents)
+    backends = open_backends(plan.resolved, ctx, plan.prices, check=False)
+    jobs, home_of, homes, extra, not_covered = _jobs(plan, backends, resuming, opts.answered, done)
+    done.folders = [run_dir / t.id for t in plan.tasks] + [h.dir for h in homes + extra]
     for h in homes:  # verdicts of an earlier run in this folder never carry over; nor do samples beyond K
         runfolder.clear_judgments(h.dir)
         runfolder.clear_samples(h.dir, opts.samples)
-    for t in tasks:
+    for t in plan.tasks:
         runfolder.clear_pairwise(run_dir, t.id)
 
-    def keep(job: Job, completion) -> None:  # write each extraction as soon as it exists
+    def keep(job: Any, completion: Any) -> None:  # write each extraction as soon as it exists
         home = home_of[id(job)]
         runfolder.write_extraction(home.dir, extraction_record(home.member, job.backend, job.request, completion,
-                                                               ontology))
+                                                               plan.ontology))
 
     if opts.batch and jobs:  # the uncached calls as provider batches; the pool then serves (and counts) their answers
-        from evalkit.backends.batch import prefill
-        from evalkit.execution.pool import run_async
-
-        wrapped = run_async(prefill([(j.backend, j.request) for j in jobs], runfolder.read_batches(run_dir),
-                                    lambda state: runfolder.write_batches(run_dir, state), opts.max_usd))
-        batched = [Job(wrapped.get(id(j.backend), j.backend), j.request) for j in jobs]
-        home_of = {id(new): home_of[id(old)] for old, new in zip(jobs, batched)}
-        jobs = batched
+        jobs, home_of = _batched(jobs, home_of, run_dir, opts.max_usd)
     tick = progress("extracting", len(jobs)) if progress else None
     limits = None
     if opts.shared:  # a sweep's member on a Dask worker: one call limit and one budget across the sweep
-        from evalkit.execution.scheduler import shared_limits
+        from evalkit.execution.scheduler import shared_limits  # optional dependency: dask
 
         limits = shared_limits(opts.shared, opts.max_concurrency, opts.max_usd)
     try:
@@ -537,28 +598,94 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
     except CassetteError as e:
         # A miss stops the run at once; every extraction finished so far is already on disk.
         raise type(e)(f"{e}\n(extractions finished before the miss are kept in {run_dir})") from None
+    return Extracted(backends, ctx, homes, extra, not_covered, pool.spent_usd, cluster)
 
-    judge_info = None
-    if judge_resolved is not None:
-        from evalkit.backends import BackendContext
 
-        # A python: judge gets the document and the rendered judge prompts (not the task's extraction prompts).
-        judge_backend = open_backends([judge_resolved], BackendContext(documents=ctx.documents), prices,
-                                      check=False)[0]
-        left = None if opts.max_usd is None else max(0.0, opts.max_usd - pool.spent_usd)
-        phase = judging.judge_phase(run_dir, homes, documents, judge_backend, judge_mode, labels, opts.sources,
-                                    opts.threshold, opts.max_concurrency, left, progress, judge_resolved.cassette,
-                                    reference=opts.reference)
-        judge_info = {"spec": judge_backend.spec, "model": judge_backend.model, "mode": judge_mode,
-                      "cache": str(judge_resolved.cassette) if judge_resolved.cassette else None,
-                      "requests": phase.requests, "calls": phase.calls, "replayed": phase.replayed}
+def _jobs(plan: Plan, backends: list[Any], resuming: bool, answered: bool,
+          done: _Done) -> tuple[list[Any], dict[int, Home], list[Home], list[Home], list[Outcome]]:
+    """The calls to make: (jobs, each job's home by id, the homes of sample 0, of samples 1..K-1, the member ×
+    backends not covered). A resumed run reuses an answer on disk (`done.reused` counts them); a sample a replayed
+    cassette has no recording of gets an extraction.json saying so (`not_covered_sample`)."""
 
+    jobs, home_of, homes, extra, not_covered = [], {}, [], [], []
+    for (m, _), *requests_of in zip(plan.cleared, *plan.sampled):
+        for b, r in zip(backends, plan.resolved):
+            if (b.label, m.key, 0) in plan.uncovered:  # the cassette has no recording of it: not scored, not an error
+                why = plan.why_uncovered.get((b.label, m.key, 0))
+                not_covered.append(Outcome(m.task.id, m.id, b.label, NOT_COVERED, cause=NOT_COVERED,
+                                           message=f"no recording of this request in {r.cassette}"
+                                           + (f": {why}" if why else "")))
+                continue
+            for i, request in enumerate(requests_of):
+                home = Home.of(plan.run_dir, m, b.label, i)
+                if i and (b.label, m.key, i) in plan.uncovered:  # this sample unrecorded: an error of that sample only
+                    runfolder.clear_score(home.dir)
+                    runfolder.write_extraction(home.dir, not_covered_sample(m, b, request, r.cassette))
+                    extra.append(home)
+                    continue
+                (extra if i else homes).append(home)
+                if resuming and _reusable(home.dir, request, b.spec, failed_too=answered):
+                    done.reused += 1
+                else:
+                    jobs.append(Job(b, request))
+                    home_of[id(jobs[-1])] = home
+    return jobs, home_of, homes, extra, not_covered
+
+
+def _batched(jobs: list[Any], home_of: dict[int, Home], run_dir: Path,
+             max_usd: float | None) -> tuple[list[Any], dict[int, Home]]:
+    """--batch: the jobs' uncached calls sent as provider batches first (their state kept in the run folder); the
+    jobs returned are served from their answers."""
+    from evalkit.backends.batch import prefill  # start-up cost (~80 ms): only --batch sends batches
+    from evalkit.execution.pool import run_async  # beside prefill: only --batch
+
+    wrapped = run_async(prefill([(j.backend, j.request) for j in jobs], runfolder.read_batches(run_dir),
+                                lambda state: runfolder.write_batches(run_dir, state), max_usd))
+    batched = [Job(wrapped.get(id(j.backend), j.backend), j.request) for j in jobs]
+    return batched, {id(new): home_of[id(old)] for old, new in zip(jobs, batched)}
+
+
+# ----------------------------------------------------------------------------- between: judge, run.json
+
+@dataclass(frozen=True)
+class Judged:
+    """What the judge phase (`evalkit.stages.judge`) leaves beside its files."""
+
+    info: dict[str, Any]  # run.json's "judge": spec, model, mode, cache and the call counts
+    messages: list[str]  # its notes and warnings, printed at the end of the run
+
+
+def _judge(plan: Plan, extracted: Extracted, opts: RunOptions, progress: Progress) -> Judged | None:
+    """With --judge (and its key): the judge over the extractions, between extract and score (its verdicts are
+    what the scorers read). None without a judge."""
+    if plan.judge is None:
+        return None
+    from evalkit.backends.resolve import open_backends  # start-up cost: the provider modules (~55 ms)
+
+    # A python: judge gets the document and the rendered judge prompts (not the task's extraction prompts).
+    judge_backend = open_backends([plan.judge], BackendContext(documents=extracted.ctx.documents), plan.prices,
+                                  check=False)[0]
+    left = None if opts.max_usd is None else max(0.0, opts.max_usd - extracted.spent_usd)
+    phase = judging.judge_phase(judging.JudgeRun(
+        run_dir=plan.run_dir, homes=extracted.homes, documents=plan.documents, backend=judge_backend,
+        mode=plan.judge_mode, labels=plan.labels, sources=opts.sources, threshold=opts.threshold,
+        max_concurrency=opts.max_concurrency, max_usd=left, progress=progress, cache=plan.judge.cassette,
+        reference=opts.reference))
+    return Judged({"spec": judge_backend.spec, "model": judge_backend.model, "mode": plan.judge_mode,
+                   "cache": str(plan.judge.cassette) if plan.judge.cassette else None,
+                   "requests": phase.requests, "calls": phase.calls, "replayed": phase.replayed}, phase.messages)
+
+
+def _write_run_json(plan: Plan, extracted: Extracted, judged: Judged | None, opts: RunOptions) -> None:
+    """run.json: the parameters, versions and command; each backend (and its cassette's sha256); the members run
+    and those left out (gated, not covered), the ontology, the judge, --reference."""
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    runfolder.write_run_json(run_dir, {
+    cleared, outcomes, uncovered = plan.cleared, plan.gated + extracted.not_covered, plan.uncovered
+    runfolder.write_run_json(plan.run_dir, {
         "evalkit_version": __version__,
         "versions": _versions(),
         "started": started,
-        "parameters": {"tasks": [t.id for t in tasks], "only": opts.only, "threshold": opts.threshold,
+        "parameters": {"tasks": [t.id for t in plan.tasks], "only": opts.only, "threshold": opts.threshold,
                        "max_concurrency": opts.max_concurrency, "max_usd": opts.max_usd,
                        "limit": opts.limit, "sample": opts.sample,
                        "seed": opts.seed if opts.sample is None or opts.seed is not None else SEED,
@@ -568,7 +695,7 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
         "backends": [{"label": b.label, "spec": b.spec, "model": b.model, "started": started,
                       **({"cassette": str(r.cassette), "cassette_sha256": sha256_file(r.cassette)}
                          if r.cassette and Path(r.cassette).is_file() else {})}
-                     for b, r in zip(backends, resolved)],
+                     for b, r in zip(extracted.backends, plan.resolved)],
         "members": [m.key for m, _ in cleared],
         "command": command_line(),
         "skipped": [{"member": f"{o.task}/{o.member}", "status": o.status,
@@ -578,21 +705,37 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
            if any(m.manifest.heldout for m, _ in cleared) else {}),
         **({"not_covered": sorted(f"{key} [{label}]" + (f" sample {i}" if i else "") for label, key, i in uncovered)}
            if uncovered else {}),
-        "ontology_mode": ontology.mode if ontology else "freeform",
-        **({"ontology": ontology.to_json()} if ontology else {}),
-        **({"judge": judge_info} if judge_info else {}),
+        "ontology_mode": plan.ontology.mode if plan.ontology else "freeform",
+        **({"ontology": plan.ontology.to_json()} if plan.ontology else {}),
+        **({"judge": judged.info} if judged else {}),
         **({"reference": opts.reference} if opts.reference else {}),
-        **({"judge": {"spec": opts.judge.redacted().spec, "skipped": judge_skipped}} if judge_skipped else {}),
+        **({"judge": {"spec": opts.judge.redacted().spec, "skipped": plan.judge_skipped}}
+           if plan.judge_skipped else {}),
     })
+
+
+# ----------------------------------------------------------------------------- stage 3: score
+
+@dataclass(frozen=True)
+class Scored:
+    """What the score stage leaves: a score.json per member × backend (`_score`)."""
+
+    outcomes: list[Outcome]  # one per member × backend scored (not --reference's own), in the order they settled
+
+
+def _score(plan: Plan, extracted: Extracted, opts: RunOptions, progress: Progress,
+           on_outcome: OnOutcome | None) -> Scored:
+    """Stage 3: score.json per member × backend, by its notebooks (then report.ipynb per task) or in this process;
+    `on_outcome` hears of each as it settles."""
     # --reference: the reference's own records are the truth, not scored (an earlier score of them is cleared)
-    to_score = [h for h in homes if h.label != opts.reference]
-    for h in homes:
+    to_score = [h for h in extracted.homes if h.label != opts.reference]
+    for h in extracted.homes:
         if h.label == opts.reference:
             runfolder.clear_score(h.dir)
     scored: list[Outcome] = []
-    for h in extra:  # samples 1..K-1: scored here, before the notebooks (the member page and report read them)
+    for h in extracted.extra:  # samples 1..K-1: scored here, before the notebooks (the member page and report read them)
         if h.label != opts.reference:
-            score_home(h.member, h.dir, opts.sources, opts.threshold, documents[h.member.key], opts.reference)
+            score_home(h.member, h.dir, opts.sources, opts.threshold, plan.documents[h.member.key], opts.reference)
 
     def settled(h: Home) -> None:  # a member × backend has its score.json: say so at once
         scored.append(_outcome(h, runfolder.read_score(h.dir), opts.samples))
@@ -600,28 +743,45 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
             on_outcome(scored[-1], len(scored), len(to_score))
 
     if opts.notebooks:
-        _score_in_notebooks(homes, tasks, run_dir, opts, progress, settled, cluster)
+        _score_in_notebooks(extracted.homes, plan.tasks, plan.run_dir, opts, progress, settled, extracted.cluster)
     else:  # what score.ipynb does, in this process
         for h in to_score:
-            score_home(h.member, h.dir, opts.sources, opts.threshold, documents[h.member.key], opts.reference)
+            score_home(h.member, h.dir, opts.sources, opts.threshold, plan.documents[h.member.key], opts.reference)
             settled(h)
-    summary = write_summary(run_dir)  # before the pages: the index reads it
+    return Scored(scored)
+
+
+# ----------------------------------------------------------------------------- stage 4: render; then finish
+
+def _render(run_dir: Path, opts: RunOptions) -> dict[str, Any]:
+    """Stage 4: summary.json (before the pages: the index reads it), then the HTML pages and index.html (with
+    notebooks and --html). Returns the summary."""
+    summary = write_summary(run_dir)
     if opts.notebooks and opts.html:
-        from evalkit.report.render import render_run
+        from evalkit.report.render import render_run  # start-up cost: the page renderers, only with --html
 
         render_run(run_dir)
-    outcomes += scored
-    if judge_resolved is not None:
-        judging.print_messages(phase.messages)
-    runfolder.clear_batches(run_dir)
+    return summary
+
+
+def _finish(plan: Plan, extracted: Extracted, judged: Judged | None, scored: Scored, summary: dict[str, Any],
+            opts: RunOptions, reused: int) -> RunResult:
+    """The judge's notes printed, the run marked finished (its batches' state dropped); the `RunResult`. Two
+    backends replaying one recording are refused here: the run is kept, its figures are not two measurements."""
+    from evalkit.backends.resolve import duplicate_recordings  # start-up cost: the provider modules (~55 ms)
+
+    outcomes = plan.gated + extracted.not_covered + scored.outcomes
+    if judged is not None:
+        judging.print_messages(judged.messages)
+    runfolder.clear_batches(plan.run_dir)
     if not opts.in_sweep:
-        runfolder.mark_finished(run_dir)
-    twins = duplicate_recordings(resolved)
+        runfolder.mark_finished(plan.run_dir)
+    twins = duplicate_recordings(plan.resolved)
     if twins:  # the run is kept (and finished); its recordings are not two measurements
-        raise CassetteError(f"{twins} (the run is kept in {run_dir})")
+        raise CassetteError(f"{twins} (the run is kept in {plan.run_dir})")
     sample_errors = sum(failure_of(runfolder.read_score(h.dir)) is not None
-                        for h in homes + extra if opts.samples > 1 and h.label != opts.reference)
-    return RunResult(run_dir=run_dir, outcomes=sorted(outcomes, key=_order), reused=done.reused,
+                        for h in extracted.homes + extracted.extra if opts.samples > 1 and h.label != opts.reference)
+    return RunResult(run_dir=plan.run_dir, outcomes=sorted(outcomes, key=_order), reused=reused,
                      reference=opts.reference, summary=summary, sample_errors=sample_errors)
 
 
