@@ -41,7 +41,7 @@ from typing import Any, Iterable, Mapping
 from evalkit._util.paths import member_ref
 from evalkit.backends.spec import BackendSpec, redact_stored
 from evalkit.corpus.tasks import DEFAULT_CORPUS, Member, find_task, load_task, task_dirs
-from evalkit.errors import EXIT_INVALID, EvalkitError
+from evalkit.errors import EvalkitError, NotPublishable
 from evalkit.results.scoreboard import edit_board, iter_entries, load_board, numeric_metrics, truth_sha256
 
 __all__ = ["BYOM_BOARD", "NotPublishable", "default_byom_board", "find_member", "public_entry", "publish",
@@ -52,10 +52,6 @@ _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 _URL_OR_PATH = re.compile(r"""(?P<url>\b[A-Za-z][\w+.-]*://[^\s'"<>]+)"""
                           r"""|(?<![\w.~/\\-])(?:~|\.{1,2})?/[^\s,;'"()<>]+|\b[A-Za-z]:\\[^\s,;'"()<>]+""")
 _HEX = re.compile(r"^[0-9a-f]{64}$")
-
-
-class NotPublishable(EvalkitError):
-    exit_code = EXIT_INVALID
 
 
 def default_byom_board() -> Path:

@@ -46,7 +46,7 @@ from evalkit._util.jsonio import DISK_ERRNOS, canonical_sha, disk_full, line, re
 from evalkit._util.paths import check_name
 from evalkit.backends import folder_label, label_folder
 from evalkit.backends.spec import redacted_command
-from evalkit.errors import CorpusError, UsageError
+from evalkit.errors import CorpusError, RunLocked
 from evalkit.status import NOTEBOOK_FAILED, SCORED, Failed, failure_of, status_of
 
 __all__ = [
@@ -402,10 +402,6 @@ def clear_batches(run_dir: str | Path) -> None:
 
 
 # --------------------------------------------------------------------------- holding the folder
-
-
-class RunLocked(UsageError):
-    """The run folder is held by a live run."""
 
 
 @contextmanager
