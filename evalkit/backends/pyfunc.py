@@ -49,7 +49,7 @@ from evalkit.backends.pyworker import HEADER
 from evalkit.backends.redact import scrub, scrub_answer, secrets, short
 from evalkit.backends.spec import BackendSpec
 from evalkit.errors import ChildGone, Oversize, UsageError
-from evalkit.status import PIPELINE_RESULT_INVALID, TIMEOUT
+from evalkit.status import PIPELINE_EXCEPTION, PIPELINE_RESULT_INVALID, TIMEOUT
 
 ENVELOPE_BYTES = 64 * 1024  # a frame's room beyond the answer itself (its kind, latency, the fields of a Completion)
 OUTPUT_KEPT = 16 * 1024  # bytes of a child's stdout/stderr held, newest last
@@ -415,4 +415,5 @@ def make(spec: BackendSpec, ctx: BackendContext) -> PythonBackend:
 
 
 # A pipeline makes its own calls (if any): evalkit can record and replay them, not price them.
-PROVIDER = Provider("python", make, usage="python:MODULE:FUNCTION", live=True, metered=False, rerecord="{model}")
+PROVIDER = Provider("python", make, usage="python:MODULE:FUNCTION", live=True, metered=False, rerecord="{model}",
+                    failure=PIPELINE_EXCEPTION)

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from evalkit._util.paths import member_ref
+from evalkit.backends.providers import declared
 from evalkit.backends.spec import BackendSpec, redact_stored
 from evalkit.corpus.tasks import DEFAULT_CORPUS, Member, find_task, load_task, task_dirs
 from evalkit.errors import EvalkitError, NotPublishable
@@ -93,10 +94,6 @@ def _public_run(run: Mapping[str, Any]) -> dict[str, Any]:
     out["backend"] = {"label": backend.get("label"), "spec": redact_stored(str(backend.get("spec", "")), public=True)}
     out["error"] = bool(run.get("error"))
     return out
-
-
-# Backends whose figures say nothing about a model: what they return is the truth, or a file of answers.
-UNPUBLISHABLE = {"fake": "echoes the truth", "predictions": "replays a folder of answers from anywhere"}
 
 
 def _backend_kind(label: str, entry: Mapping[str, Any]) -> str:
@@ -199,8 +196,9 @@ def publish(member_ref: str, corpus: str | Path, *, board: str | Path | None = N
     publics = {}
     for label, entry in sorted(entries.items()):
         kind = _backend_kind(label, entry)
-        if kind in UNPUBLISHABLE:
-            raise NotPublishable(f"{member.key} [{label}]: scored by the {kind} backend, which {UNPUBLISHABLE[kind]}; "
+        why = getattr(declared(kind), "unpublishable", None)  # the provider says (`Provider.unpublishable`)
+        if why:
+            raise NotPublishable(f"{member.key} [{label}]: scored by the {kind} backend, which {why}; "
                                  "only a model's (or a pipeline's) own extractions are published")
         if not entry.get("truth_sha256"):
             raise NotPublishable(f"{member.key} [{label}]: the scored entry records no truth_sha256")

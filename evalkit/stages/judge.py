@@ -43,6 +43,7 @@ from evalkit.backends.base import Request
 from evalkit.errors import UsageError
 from evalkit.results import runfolder
 from evalkit.results.runfolder import Home
+from evalkit.scoring.base import JUDGED_GRAPH
 from evalkit.stages import pairwise
 
 REFERENCE = "judge.reference"
@@ -236,7 +237,7 @@ class PhaseResult:
 
 
 def _is_graph(member: Any) -> bool:
-    return getattr(member.task.scorer, "name", None) == "graph"
+    return getattr(member.task.scorer, "judged", None) == JUDGED_GRAPH  # the scorer declares it (`Scorer.judged`)
 
 
 def judge_phase(run_dir: Path, homes: Sequence[Home], documents: dict[str, Any], judge_backend: Any, mode: str,
