@@ -4,7 +4,7 @@ Each page is a notebook in ``notebooks/`` (``evalkit/notebooks/`` of a wheel: `e
 command executes with papermill into a run folder and `evalkit.report.render` turns into HTML beside it. Rendering
 (which notebooks of a run folder are pages, the links between them), the wheel's test (every page's template
 is in the built wheel) and docs/pages.md (`markdown`) all read `PAGES`; a new page is one record here, its
-template in ``notebooks/`` and its file name in `evalkit.results.runfolder`.
+template in ``notebooks/`` and its file name in `evalkit.results.runfolder` (``FILES``).
 
 What each page *shows* per item shape is `evalkit.report.views.pages`; this module only says which pages exist.
 """
@@ -88,7 +88,7 @@ def markdown() -> str:
         "",
         "Every page of a run's HTML report is a notebook template in `notebooks/` (in an installed wheel:",
         "`evalkit/notebooks/`), executed by papermill into the run folder and rendered beside it as HTML.",
-        "This table is generated from `evalkit/reportpages.py`, the one list of them: rendering, the wheel",
+        "This table is generated from `evalkit/report/pages.py`, the one list of them: rendering, the wheel",
         "and this page all read it (regenerate: `python -c 'from evalkit.report.pages import markdown;",
         "print(markdown(), end=\"\")' > docs/pages.md`).",
         "",
