@@ -112,3 +112,65 @@ class DiskFull(EvalkitError):
     was written before stays whole (every write is atomic), so the same command resumes."""
 
     exit_code = EXIT_DISK
+
+
+# The errors of one stage each; defined here so that every error evalkit raises is in one hierarchy, with its
+# exit code, and a caller catches one without importing the stage that raises it.
+
+
+class NoTextLayer(CorpusError):
+    """A PDF source with no text on any page (a scan) in the ``text`` input mode: nothing to send, so skipped."""
+
+
+class ScoreboardError(EvalkitError):
+    """The scoreboard (or a run folder it points at) is missing, corrupt or from another schema."""
+
+    exit_code = EXIT_INVALID
+
+
+class BandError(EvalkitError):
+    """A band file, or the sweeps a band is measured from, is missing, corrupt or holds nothing to measure."""
+
+    exit_code = EXIT_INVALID
+
+
+class SweepFailed(EvalkitError):
+    """A band sweep had refused or failed members; its exit code is the worst sweep's."""
+
+    def __init__(self, code: int):
+        super().__init__("a band sweep had refused or failed members (listed above); fix them, or pass "
+                         "--allow-failures to measure the band on the members every sweep scored")
+        self.exit_code = code
+
+
+class NotPublishable(EvalkitError):
+    """A scoreboard entry that may not go on the public board (its backend, truth provenance or licence)."""
+
+    exit_code = EXIT_INVALID
+
+
+class RunLocked(UsageError):
+    """The run folder is held by a live run."""
+
+
+class WorkerDied(BackendError):
+    """The worker process running a call died: the call's result, never raised (`evalkit.execution.workers`)."""
+
+    def __init__(self) -> None:
+        super().__init__("the worker process died (killed, out of memory, or a crash in native code)")
+
+
+class ChildGone(BackendError):
+    """A python pipeline's process closed its answers pipe (it exited, crashed or was killed); the backend
+    turns it into the call's error (`evalkit.backends.pyfunc`)."""
+
+    def __init__(self, message: str = "the pipeline's process closed its answers pipe") -> None:
+        super().__init__(message)
+
+
+class Oversize(BackendError):
+    """A python pipeline's process announced an answer frame over the limit: it is not read."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(f"an answer frame of {size} bytes, over the limit")
+        self.size = size

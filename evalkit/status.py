@@ -110,13 +110,13 @@ class Failed:
                 "metrics": {}, "notes": [], "details": {}, "items": []}
 
 
-def classify(completion: Any, provider: str | None) -> Failed | None:
+def classify(completion: Any, failure: str | None) -> Failed | None:
     """The failure a backend's `Completion` reports, or None when it is an answer to score.
 
     Only a completion that carries no output (``parse == "error"``) is a failure: a malformed or
     truncated answer is the model's real output, even when the backend noted an error beside it.
-    `provider`: the backend's ``provider`` attribute ("openai", "anthropic", "python",
-    "predictions", ...)."""
+    `failure`: what its provider declares such a completion to be (`Provider.failure`): None, a provider
+    error (or a timeout); PIPELINE_EXCEPTION, a pipeline's, whose error names its cause first; another cause."""
     error = completion.error
     if not error or completion.parse != "error":
         return None
@@ -124,19 +124,20 @@ def classify(completion: Any, provider: str | None) -> Failed | None:
         return Failed(BUDGET_STOP, error[len(SKIPPED_PREFIX):].strip())
     if error.startswith(LIMIT_PREFIX):
         return Failed(LIMIT_EXCEEDED, error[len(LIMIT_PREFIX):].strip())
-    if provider == "python":
+    if failure == PIPELINE_EXCEPTION:
         cause, sep, rest = error.partition(": ")
         return Failed(cause, rest) if sep and cause in _PIPELINE_CAUSES else Failed(PIPELINE_EXCEPTION, error)
-    if provider == "predictions":
-        return Failed(MISSING_PREDICTION, error)
+    if failure:
+        return Failed(failure, error)
     if error.split(":", 1)[0].strip() in _TIMEOUTS:
         return Failed(TIMEOUT, error)
     return Failed(PROVIDER_ERROR, error)
 
 
-def extraction_status(completion: Any, provider: str | None) -> dict[str, Any]:
-    """The status block of extraction.json: ``{"status": "ok"}`` or ``{"status": "error", "cause", "message"}``."""
-    failed = classify(completion, provider)
+def extraction_status(completion: Any, failure: str | None) -> dict[str, Any]:
+    """The status block of extraction.json: ``{"status": "ok"}`` or ``{"status": "error", "cause", "message"}``;
+    `failure` as for `classify`."""
+    failed = classify(completion, failure)
     if failed is None:
         return {"status": OK}
     return {"status": ERROR, "cause": failed.cause, "message": failed.message}

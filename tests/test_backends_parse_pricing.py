@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -67,11 +68,11 @@ def test_every_model_a_default_spec_names_is_priced_with_its_source_and_date():
     from evalkit.backends.resolve import resolve_backends
 
     judge = resolve_backends([BackendSpec.parse("anthropic", label="judge")], env={})[0].model  # `--judge anthropic`
-    defaults = {DEFAULT_MODEL, provider("anthropic").model(BackendSpec.parse("anthropic")), judge, "gemma-3-270m",
-                "fake", "predictions"}
-    assert DEFAULT_MODEL in defaults and len(defaults) >= 4
+    defaults = {DEFAULT_MODEL, provider("anthropic").model(BackendSpec.parse("anthropic")), judge, "gemma-3-270m"}
+    assert DEFAULT_MODEL in defaults and len(defaults) >= 2
     for model in defaults:
         assert model in DEFAULT_PRICES, f"{model}: a default spec names it; add it to pricing.DEFAULT_PRICES"
+    assert provider("fake").free and provider("predictions").free  # offline: no price entry, spend 0
     for model, price in DEFAULT_PRICES.items():
         assert price.source and re.fullmatch(r"\d{4}-\d{2}-\d{2}", price.date), model
 
@@ -118,3 +119,41 @@ def test_dry_run_shows_what_prompt_caching_saves():
     p = plan(resolve_backends(specs("c=anthropic:model=claude-haiku-4-5"), env=env), short)
     assert p.backends[0].cache_saving_usd == 0 and "prompt caching: no saving" in p.render()
     assert "under the 1024-token minimum" in p.render()
+
+
+def _toy(**declared):
+    """A third-party-style live provider (as an ``evalkit.backends`` entry point would give), kind ``toy-local``."""
+    from evalkit.backends import Provider
+
+    return Provider("toy-local", lambda spec, ctx: None, usage="toy-local[:model=M]", live=True,
+                    default_model="toy-unpriced-model", **declared)
+
+
+def test_pricing_asks_the_provider_record_free_and_page_rule():
+    """`free` lets an unpriced live provider through the price guard; `page_rule` picks the provider's documented
+    page-token rule. Neither is a kind name evalkit knows."""
+    from unittest import mock
+
+    from servers.fixtures import req
+
+    from evalkit.backends.base import PNG_MEDIA_TYPE, Part
+    from evalkit.backends.providers import registry
+    from evalkit.backends.resolve import plan, resolve_backends
+    from evalkit.backends.spec import BackendSpec
+
+    def planned(provider, request):
+        with mock.patch.dict(registry(), {"toy-local": provider}):
+            resolved = resolve_backends([BackendSpec.parse("mine=toy-local")], env={})
+            return plan(resolved, [request], PriceTable({}), require_prices=True)
+
+    guarded = planned(_toy(), req())
+    assert [g.kind for g in guarded.guards] == ["unpriced_model"] and "toy-unpriced-model" in guarded.guards[0].message
+    assert planned(_toy(free=True), req()).guards == []  # a local model: nothing to bound
+
+    image = replace(req(), parts=(Part(PNG_MEDIA_TYPE, b"", "page-1.png", sizes=((3000.0, 3000.0),)),))
+    tokens = {rule: planned(_toy(free=True, page_rule=rule), image).backends[0].est_input_tokens
+              for rule in ("anthropic", "openai", None)}
+    text = planned(_toy(free=True), req()).backends[0].est_input_tokens
+    assert tokens["anthropic"] - text == 3279  # 1568 x 1568 px / 750
+    assert tokens["openai"] - text == 85 + 170 * 4  # 768 x 768 px: 2 x 2 tiles
+    assert tokens[None] == max(tokens["anthropic"], tokens["openai"])  # no rule declared: the dearer one

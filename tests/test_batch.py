@@ -19,6 +19,7 @@ from servers.anthropic_fake import AnthropicFake
 from servers.fixtures import PLANTED_ANTHROPIC, _clean_env, req  # noqa: F401 - fixtures
 from servers.openai_fake import OpenAIFake
 
+from evalkit.backends import provider
 from evalkit.backends.batch import prefill
 from evalkit.backends.cassette import load_records
 from evalkit.backends.failures import read_failures
@@ -92,7 +93,7 @@ def test_openai_batch_records_into_the_cassette_and_errors_are_failures(tmp_path
     assert out[0].calls == out[2].calls == 1 and out[0].usd > 0
     assert out[3].record == out[0].record and out[3].calls == 0 and out[3].usd == 0  # one entry, billed once
     assert out[1].record is None and out[1].error.startswith("HTTP 400 from openai batch")
-    status = extraction_status(out[1], "openai")
+    status = extraction_status(out[1], provider("openai").failure)
     assert status["status"] == "error" and status["cause"] == "provider_error"
     assert [f["member"] for f in read_failures(cas)] == ["d/m2"]
     records = load_records(cas)

@@ -184,3 +184,29 @@ def test_html_escapes_everything():
         "identity": {"license": "CC0"}, "truth_sha256": "ab" * 32}}}}}
     html = render_byom_html(board)
     assert html.count("<script>") == 1 and "<img" not in html and "&lt;img src=x" in html and "t&lt;script&gt;" in html
+
+
+def test_publish_asks_the_provider_record_not_the_kind_name(private):
+    """A third-party provider that declares its figures say nothing about a model is refused; the same entry
+    under a provider that declares nothing is published: publish reads `Provider.unpublishable`."""
+    from unittest import mock
+
+    from evalkit.backends import Provider
+    from evalkit.backends.providers import registry
+
+    tmp_path, corpus, preds = private
+    assert sweep(corpus, preds, tmp_path / "runs" / "s", "--update-scoreboard", "--only", "m0").exit_code == 0
+    board = corpus / "scoreboard.json"
+    data = json.loads(board.read_text())
+    entry = data["tasks"]["memos"]["m0"]["local"]
+    entry["run"]["backend"]["spec"] = "toy-oracle:mode=x"  # as if scored by an installed provider of that kind
+    board.write_text(json.dumps(data))
+    oracle = Provider("toy-oracle", None, usage="toy-oracle", unpublishable="reads the answers off the truth")
+    with mock.patch.dict(registry(), {"toy-oracle": oracle}):
+        res = cli("publish", "m0", "--corpus", corpus, "--board", tmp_path / "byom.json")
+        assert res.exit_code == 3, res.output
+        assert "the toy-oracle backend, which reads the answers off the truth" in res.output
+        assert not (tmp_path / "byom.json").exists()
+        registry()["toy-oracle"] = Provider("toy-oracle", None, usage="toy-oracle")  # declares nothing: a model
+        res = cli("publish", "m0", "--corpus", corpus, "--board", tmp_path / "byom.json")
+        assert res.exit_code == 0 and "published memos/m0 [local]" in res.output, res.output

@@ -348,3 +348,22 @@ def test_judge_usage_errors_exit_2(tmp_path, args, message):
     assert res.exit_code == 2, res.output
     assert message in res.output
     assert not (tmp_path / "run").exists()
+
+
+def test_the_judge_takes_a_scorer_by_its_declared_shape_not_its_name():
+    """`--judge` judges the tasks whose scorer declares the graph shape (`Scorer.judged`): a third-party scorer
+    under any name that declares it is judged; one named "graph" that declares nothing is not."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from evalkit.scoring.fields import SCORER as FIELDS
+    from evalkit.scoring.base import JUDGED_GRAPH
+    from evalkit.stages.judge import _is_graph
+
+    def member(scorer):
+        return SimpleNamespace(task=SimpleNamespace(scorer=scorer))
+
+    assert SCORER.judged == JUDGED_GRAPH and FIELDS.judged is None
+    assert _is_graph(member(replace(SCORER, name="acme-kg")))  # an installed scorer declaring the shape
+    assert not _is_graph(member(replace(SCORER, judged=None)))  # the name alone is not enough
+    assert not _is_graph(member(FIELDS))

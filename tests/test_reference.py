@@ -9,9 +9,9 @@ import json
 import pytest
 from test_judge import TWO, aliased, evalkit, metrics_of, python_judge, run_graph, write_cassette
 
-from evalkit.errors import EXIT_BACKEND, UsageError
+from evalkit.errors import EXIT_BACKEND, ScoreboardError, UsageError
 from evalkit.results.runfolder import member_dir, read_run_json, read_score
-from evalkit.results.scoreboard import ScoreboardError, update_scoreboard
+from evalkit.results.scoreboard import update_scoreboard
 from evalkit.status import REFERENCE_FAILED
 
 

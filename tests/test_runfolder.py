@@ -9,12 +9,13 @@ from pathlib import Path
 
 from corpus_factory import make_corpus, specs
 
+from evalkit.report import pages as reportpages
 from evalkit.results import runfolder
 from evalkit.stages.runner import RunOptions, run
 from evalkit.status import ERROR, NOTEBOOK_FAILED, SCORED
 
 ROOT = Path(__file__).resolve().parent.parent
-NAMES = [*runfolder.FILES, *(runfolder.page(nb).name for nb in runfolder.NOTEBOOKS)]
+NAMES = [*runfolder.FILES, *(p.html for p in reportpages.PAGES)]  # and each report page's HTML
 
 
 def _code_strings(source: str) -> list[tuple[int, str]]:

@@ -19,7 +19,8 @@ from servers.fixtures import _clean_env  # noqa: F401 - fixture
 from servers.openai_fake import OpenAIFake
 
 from evalkit.execution.scheduler import Scheduler, connect, parse
-from evalkit.execution.workers import WorkerDied, run_all
+from evalkit.errors import WorkerDied
+from evalkit.execution.workers import run_all
 from evalkit.results.runfolder import EXTRACTION, RUN_JSON
 from evalkit.status import BUDGET_STOP, ERROR, SCORED
 

@@ -10,9 +10,10 @@ import pytest
 from corpus_factory import make_corpus, specs
 
 from evalkit.backends.spec import redact_stored
+from evalkit.errors import ScoreboardError
 from evalkit.results.history import append_history, history_frame, read_history, trend_frame
 from evalkit.results.runfolder import scan
-from evalkit.results.scoreboard import ScoreboardError, dumps, load_board, update_scoreboard, write_json
+from evalkit.results.scoreboard import dumps, load_board, update_scoreboard, write_json
 from evalkit.stages.runner import RunOptions, RunResult, run
 
 WRITERS = 20

@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from corpus_factory import cli, make_corpus, specs
@@ -20,7 +21,8 @@ from servers.httpserver import HTTPResponse
 from servers.openai_fake import OpenAIFake
 
 from evalkit._util.jsonio import read_json
-from evalkit.backends import Completion
+from evalkit.backends import Completion, Provider, provider
+from evalkit.backends.providers import registry
 from evalkit.results.history import read_history
 from evalkit.stages.runner import RunOptions, run
 from evalkit.status import (
@@ -126,16 +128,32 @@ def test_only_a_completion_without_output_is_a_failure_and_its_cause_is_classifi
     def c(error, parse="error", **kw):
         return Completion(record=None, parse=parse, error=error, **kw)
 
-    assert classify(c("HTTP 500 from openai server: boom"), "openai").cause == PROVIDER_ERROR
-    assert classify(c("APITimeoutError: Request timed out."), "anthropic").cause == TIMEOUT
-    assert classify(c("python:p.py:f raised ValueError: x"), "python").cause == PIPELINE_EXCEPTION
-    assert classify(c("no prediction file /p/m0.json"), "predictions").cause == MISSING_PREDICTION
-    budget = classify(c("skipped: --max-usd 1 reached (spent $1.0000 so far)"), "openai")
+    def failure(kind):  # what its provider declares an empty completion to be
+        return provider(kind).failure
+
+    assert classify(c("HTTP 500 from openai server: boom"), failure("openai")).cause == PROVIDER_ERROR
+    assert classify(c("APITimeoutError: Request timed out."), failure("anthropic")).cause == TIMEOUT
+    assert classify(c("python:p.py:f raised ValueError: x"), failure("python")).cause == PIPELINE_EXCEPTION
+    assert classify(c("timeout: python:p.py:f did not answer"), failure("python")).cause == TIMEOUT
+    assert classify(c("no prediction file /p/m0.json"), failure("predictions")).cause == MISSING_PREDICTION
+    budget = classify(c("skipped: --max-usd 1 reached (spent $1.0000 so far)"), failure("openai"))
     assert budget.cause == BUDGET_STOP and budget.message.startswith("--max-usd 1 reached")
     # The model's real output, however bad, is scored: malformed (even with an error noted), truncated.
-    assert classify(c("unreadable response body from openai server: <html>", parse="malformed"), "openai") is None
-    assert classify(Completion(record=None, raw="not json", parse="malformed"), "openai") is None
-    assert classify(Completion(record={"a": 1}, parse="recovered", truncated="exhausted"), "openai") is None
+    assert classify(c("unreadable response body from openai server: <html>", parse="malformed"), None) is None
+    assert classify(Completion(record=None, raw="not json", parse="malformed"), None) is None
+    assert classify(Completion(record={"a": 1}, parse="recovered", truncated="exhausted"), None) is None
+
+
+def test_a_third_party_provider_declares_what_its_empty_completion_is():
+    from evalkit.stages.pipeline import failure_declared
+
+    toy = Provider("toy-files", None, usage="toy-files", failure=MISSING_PREDICTION)
+    backend = type("ToyBackend", (), {"provider": "toy-files"})()
+    with mock.patch.dict(registry(), {"toy-files": toy}):
+        assert failure_declared(backend) == MISSING_PREDICTION  # asked of its record, not its name
+        assert classify(Completion(record=None, parse="error", error="no file m0"),
+                        failure_declared(backend)).cause == MISSING_PREDICTION
+    assert failure_declared(backend) is None  # an unknown provider: a provider error
 
 
 def test_a_timeout_from_the_fake_server_is_classified_timeout():
@@ -147,7 +165,7 @@ def test_a_timeout_from_the_fake_server_is_classified_timeout():
     with OpenAIFake(latency=1.0) as server:
         backend = OpenAIBackend("x", url=f"{server.url}/v1", model="m", timeout_s=0.2, max_retries=0)
         completion = run_jobs([Job(backend, req())])[0]
-    assert classify(completion, backend.provider).cause == TIMEOUT
+    assert classify(completion, provider(backend.provider).failure).cause == TIMEOUT
 
 
 # --------------------------------------------------------------------------- evalkit run

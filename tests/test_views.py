@@ -398,7 +398,8 @@ def test_trend_needs_two_earlier_runs_and_adds_this_one(tmp_path, monkeypatch, c
 def test_trend_joins_only_runs_over_the_same_members_on_a_24_hour_axis(tmp_path):
     import pandas as pd
 
-    from evalkit.results.history import run_means, trend_chart
+    from evalkit.report.views import trend_chart
+    from evalkit.results.history import run_means
 
     def line(run, member, value, time):
         return {"task": "enc", "backend": "fake", "run_id": run, "member": member, "value": value, "time": time}
@@ -463,3 +464,12 @@ def test_member_page_explains_the_extraction(run_copy):
     assert '<span class="o-match" title="term_rate: match">70%</span>' in plain
     hostile = (run / TASK_ID / "hostile" / "fake" / "score.html").read_text()
     assert 'title="title: mismatch">&lt;/script&gt;&lt;script&gt;document.title=\'PWNED\'&lt;/script&gt;</span>' in hostile
+
+
+def test_every_chart_is_built_in_the_views():
+    """altair is spelled only in `evalkit.report.views`: a chart elsewhere escapes its fixed colours, row bounds
+    and static drawing."""
+    root = Path(__file__).resolve().parent.parent / "evalkit"
+    outside = [str(p.relative_to(root)) for p in sorted(root.rglob("*.py")) if "views" not in p.parts
+               and re.search(r"^\s*(import altair|from altair)|\balt\.Chart\(", p.read_text(encoding="utf-8"), re.M)]
+    assert outside == []

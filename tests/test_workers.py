@@ -8,7 +8,8 @@ from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 
 import evalkit.execution.workers as workers
-from evalkit.execution.workers import WorkerDied, run_all
+from evalkit.errors import WorkerDied
+from evalkit.execution.workers import run_all
 
 
 def pid_after(seconds: float) -> int:

@@ -211,4 +211,5 @@ def make(spec: BackendSpec, ctx: BackendContext) -> AnthropicBackend:
 
 
 PROVIDER = Provider("anthropic", make, usage="anthropic[:model=M]", live=True, default_model=DEFAULT_MODEL,
-                    key_env=KEY_ENV, rerecord="anthropic:model={model}", prompt_cache_min=1024, batch=True, inputs=INPUT_MODES)
+                    key_env=KEY_ENV, rerecord="anthropic:model={model}", prompt_cache_min=1024, batch=True,
+                    inputs=INPUT_MODES, page_rule="anthropic")

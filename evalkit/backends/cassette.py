@@ -973,4 +973,4 @@ def _as_sample(rec: dict[str, Any], sample: int) -> dict[str, Any]:
 
 
 # Its backend is opened by `resolve` (a replay: the cassette is loaded and checked before any backend exists).
-PROVIDER = Provider(CASSETTE, None, usage="cassette:path=P[,model=M]", inputs=INPUT_MODES)  # keys cover the mode
+PROVIDER = Provider(CASSETTE, None, usage="cassette:path=P[,model=M]", inputs=INPUT_MODES, free=True)  # keys cover the mode

@@ -34,4 +34,5 @@ def make(spec: BackendSpec, ctx: BackendContext) -> FakeBackend:
     return FakeBackend(spec.label, ctx.expected)
 
 
-PROVIDER = Provider("fake", make, usage="fake", inputs=INPUT_MODES)  # it echoes the truth, whatever is sent
+# It echoes the truth, whatever is sent: free, and its figures say nothing about a model.
+PROVIDER = Provider("fake", make, usage="fake", inputs=INPUT_MODES, unpublishable="echoes the truth", free=True)

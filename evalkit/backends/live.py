@@ -41,6 +41,7 @@ from evalkit.backends.base import Completion, Request
 from evalkit.backends.failures import Failure
 from evalkit.backends.parse import parse_record
 from evalkit.backends.pricing import PriceTable, default_table, parts_tokens, request_chars
+from evalkit.backends.providers import declared
 from evalkit.backends.redact import scrub_answer
 from evalkit.limits import ANSWER_BYTES, READ_DEADLINE_S
 
@@ -315,8 +316,9 @@ class LiveBackend:
     def estimate_usd(self, request: Request) -> float:
         """What --max-usd reserves for a call: its bound with the truncation retry. The SDK's retries are
         not counted here: a provider does not bill an attempt that failed (a timed-out one aside)."""
+        rule = getattr(declared(self.provider), "page_rule", None)  # its provider's (`Provider.page_rule`)
         return self._price_table().bound(self.model, request_chars(request), call_budgets(request.max_tokens),
-                                         page_tokens=parts_tokens(request, self.provider))
+                                         page_tokens=parts_tokens(request, rule))
 
     async def _call(self, request: Request, max_tokens: int) -> Attempt:
         """One provider call, scrubbed where it enters evalkit: nothing after this sees a secret.

@@ -338,4 +338,4 @@ def _flag(options: Mapping[str, str], key: str) -> bool:
 
 PROVIDER = Provider("openai", make, usage="openai:url=U|socket=PATH[,model=M]", live=True, default_model=DEFAULT_MODEL,
                     key_env=KEY_ENV, key_unless=("url", "socket"), rerecord="openai:url=<URL>,model={model}",
-                    prompt_cache_min=1024, batch=True, inputs=INPUT_MODES)
+                    prompt_cache_min=1024, batch=True, inputs=INPUT_MODES, page_rule="openai")

@@ -16,7 +16,7 @@ from evalkit.backends.providers import Provider
 from evalkit.backends.spec import BackendSpec
 from evalkit.corpus.specs import INPUT_MODES
 from evalkit.errors import CorpusError, LimitExceeded, UsageError
-from evalkit.status import LIMIT_PREFIX
+from evalkit.status import LIMIT_PREFIX, MISSING_PREDICTION
 
 
 def prediction_file(directory: str | Path, member_id: str) -> Path:
@@ -63,4 +63,6 @@ def make(spec: BackendSpec, ctx: BackendContext) -> PredictionsBackend:
     return PredictionsBackend(spec.label, spec.options["dir"], ctx.member_ids)
 
 
-PROVIDER = Provider("predictions", make, usage="predictions:dir=PATH", inputs=INPUT_MODES)  # reads files, sends nothing
+# It reads files and sends nothing: free, and the files may come from anywhere.
+PROVIDER = Provider("predictions", make, usage="predictions:dir=PATH", inputs=INPUT_MODES, free=True,
+                    unpublishable="replays a folder of answers from anywhere", failure=MISSING_PREDICTION)

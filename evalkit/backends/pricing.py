@@ -104,10 +104,8 @@ DEFAULT_PRICES: dict[str, Price] = {
     "gpt-4.1-nano": _openai(0.1, 0.4, 0.25),
     "gpt-4o": _openai(2.5, 10.0, 0.5),
     "gpt-4o-mini": _openai(0.15, 0.6, 0.5),
-    # Local models and offline backends: free to run.
+    # Local models: free to run (an offline backend says so itself: `Provider.free`).
     "gemma-3-270m": Price(0.0, 0.0, _LOCAL, "2026-11-30"),
-    "fake": Price(0.0, 0.0, _LOCAL, "2026-11-30"),
-    "predictions": Price(0.0, 0.0, _LOCAL, "2026-11-30"),
 }
 _VERSION_SUFFIX = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2}|latest)$")  # a dated snapshot or alias of an entry
 
@@ -197,8 +195,9 @@ class PriceTable:
 
 
 # -- pages (input modes pdf and images) ---------------------------------------------------------------------
-# Each provider's documented token rule for an image and for a PDF page, with where it is written. The pages
-# cannot be re-read from here (no network): these are the rules as documented when evalkit's table was made.
+# Each provider's documented token rule for an image and for a PDF page, with where it is written; a `Provider`
+# names the one its calls are billed by (`page_rule`). The pages cannot be re-read from here (no network): these
+# are the rules as documented when evalkit's table was made.
 PAGE_RULES: dict[str, str] = {
     "anthropic": ("Anthropic, 'Vision' (https://docs.anthropic.com/en/docs/build-with-claude/vision), as documented "
                   "2026-12-01: an image costs about width x height / 750 tokens, after it is scaled down to fit "

@@ -4,8 +4,9 @@ A record says everything the harness needs to know about a kind: how to make its
 `BackendSpec` (`factory`), whether it calls a model (`live`: it can then be recorded to a cassette
 and replayed, needs its key and counts against a budget), the model id its calls are keyed by in a
 cassette, the environment variable holding its key. Resolving (`evalkit.backends.resolve`: modes,
-key guards, the dry-run plan and its budget), the judge and the cassette miss message ask the record
-instead of naming kinds.
+key guards, the dry-run plan and its budget), the judge, the cassette miss message, publishing
+(`unpublishable`), pricing (`free`, `page_rule`) and the status of a failed call (`failure`) ask the
+record instead of naming kinds.
 
 So a provider is added in one place, its record. evalkit's own are the ``PROVIDER`` of each module
 in `BUILTIN`; a package adds its own without editing evalkit, through the entry-point group
@@ -31,7 +32,7 @@ from evalkit.backends.base import Backend, BackendContext
 from evalkit.backends.spec import BackendSpec
 from evalkit.errors import UsageError
 
-__all__ = ["Provider", "GROUP", "BUILTIN", "provider", "providers", "registry"]
+__all__ = ["Provider", "GROUP", "BUILTIN", "provider", "declared", "providers", "registry"]
 
 GROUP = "evalkit.backends"
 BUILTIN = ("evalkit.backends.fake", "evalkit.backends.predictions", "evalkit.backends.anthropic",
@@ -53,6 +54,14 @@ class Provider:
     batch: bool = False  # has a batch API (--batch): its backend has batch_submit / batch_status / batch_results
     # the input modes (`models.Settings.input`) its backend takes; any other is refused before any call
     inputs: tuple[str, ...] = ("text",)
+    # Why its figures say nothing about a model (`evalkit publish` refuses its entries): it echoes the truth, or
+    # replays answers from anywhere. None: publishable, as a provider's is unless it says otherwise.
+    unpublishable: str | None = None
+    free: bool = False  # its calls cost nothing (a local model, an offline backend): no price needed, spend 0
+    page_rule: str | None = None  # the key of `pricing.PAGE_RULES` its page images are billed by (None: the dearest)
+    # What a completion of it that carries no output is (`evalkit.status.classify`): None, its provider's error
+    # (or a timeout); a cause of `evalkit.status` otherwise (PIPELINE_EXCEPTION: the error names its cause first).
+    failure: str | None = None
 
     def model(self, spec: BackendSpec) -> str:
         """The model id a live spec's calls are keyed by in a cassette."""
@@ -94,6 +103,15 @@ def provider(kind: str) -> Provider:
                              f"of kind {kind!r}")
         found = registry()[kind] = record
     return found
+
+
+def declared(kind: str | None) -> Provider | None:
+    """The `Provider` of `kind` when one is registered and loads, else None: for what a stored run names (a
+    backend's ``provider``, a redacted spec's kind), where an unknown kind has only the defaults."""
+    try:
+        return provider(kind) if kind else None
+    except UsageError:
+        return None
 
 
 def providers() -> list[Provider]:

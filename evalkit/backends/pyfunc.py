@@ -48,21 +48,13 @@ from evalkit.backends.providers import Provider
 from evalkit.backends.pyworker import HEADER
 from evalkit.backends.redact import scrub, scrub_answer, secrets, short
 from evalkit.backends.spec import BackendSpec
-from evalkit.errors import UsageError
-from evalkit.status import PIPELINE_RESULT_INVALID, TIMEOUT
+from evalkit.errors import ChildGone, Oversize, UsageError
+from evalkit.status import PIPELINE_EXCEPTION, PIPELINE_RESULT_INVALID, TIMEOUT
 
 ENVELOPE_BYTES = 64 * 1024  # a frame's room beyond the answer itself (its kind, latency, the fields of a Completion)
 OUTPUT_KEPT = 16 * 1024  # bytes of a child's stdout/stderr held, newest last
 OUTPUT_SHOWN = 160  # characters of it that end an error message
 CLOSE_GRACE_S = 0.5  # an idle child's time to leave by itself when its backend closes
-
-
-class ChildGone(Exception):
-    """The child closed its answers pipe (it exited, crashed or was killed)."""
-
-
-class Oversize(Exception):
-    """The child announced a frame over the answer limit: it is not read."""
 
 
 class Frames:
@@ -349,7 +341,7 @@ class PythonBackend:
             how = child.ended("during the call") if child is not None else "is gone"
             return _error(f"{who}: the pipeline's process {how}", _kill(child, mark), self.model, started)
         except Oversize as e:
-            return _error(f"{PIPELINE_RESULT_INVALID}: {who} returned an answer of over {e.args[0]} bytes, over the "
+            return _error(f"{PIPELINE_RESULT_INVALID}: {who} returned an answer of over {e.size} bytes, over the "
                           f"{limits.ANSWER_BYTES.describe()}", _kill(child, mark), self.model, started)
         except _Failed as e:
             return _error(f"{who} {e}", "", self.model, started)
@@ -423,4 +415,5 @@ def make(spec: BackendSpec, ctx: BackendContext) -> PythonBackend:
 
 
 # A pipeline makes its own calls (if any): evalkit can record and replay them, not price them.
-PROVIDER = Provider("python", make, usage="python:MODULE:FUNCTION", live=True, metered=False, rerecord="{model}")
+PROVIDER = Provider("python", make, usage="python:MODULE:FUNCTION", live=True, metered=False, rerecord="{model}",
+                    failure=PIPELINE_EXCEPTION)

@@ -412,8 +412,9 @@ def _max_retries(r: Resolved) -> int:
 
 
 def _priced(r: Resolved, table: PriceTable) -> bool:
-    """Whether a run can bound what `r` spends: a python pipeline's own calls are out of evalkit's sight."""
-    return r.mode not in ("live", "record") or (r.provider.metered and table.priced(r.model or ""))
+    """Whether a run can bound what `r` spends: a free provider's spend is 0 (`Provider.free`); a python
+    pipeline's own calls are out of evalkit's sight."""
+    return r.mode not in ("live", "record") or r.provider.free or (r.provider.metered and table.priced(r.model or ""))
 
 
 def _unpriced_why(kind: str, model: str | None) -> str:
@@ -473,7 +474,7 @@ def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: Pric
                 calls += 1
                 called.append(req)
                 chars = request_chars(req)
-                pages = parts_tokens(req, r.kind)  # a PDF or page images: by the provider's documented rule
+                pages = parts_tokens(req, r.provider.page_rule)  # a PDF or page images: by its provider's rule
                 tok_in += estimate_tokens(chars) + pages
                 tok_out += req.max_tokens
                 if r.provider.metered:

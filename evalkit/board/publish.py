@@ -39,9 +39,10 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from evalkit._util.paths import member_ref
+from evalkit.backends.providers import declared
 from evalkit.backends.spec import BackendSpec, redact_stored
 from evalkit.corpus.tasks import DEFAULT_CORPUS, Member, find_task, load_task, task_dirs
-from evalkit.errors import EXIT_INVALID, EvalkitError
+from evalkit.errors import EvalkitError, NotPublishable
 from evalkit.results.scoreboard import edit_board, iter_entries, load_board, numeric_metrics, truth_sha256
 
 __all__ = ["BYOM_BOARD", "NotPublishable", "default_byom_board", "find_member", "public_entry", "publish",
@@ -52,10 +53,6 @@ _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}")
 _URL_OR_PATH = re.compile(r"""(?P<url>\b[A-Za-z][\w+.-]*://[^\s'"<>]+)"""
                           r"""|(?<![\w.~/\\-])(?:~|\.{1,2})?/[^\s,;'"()<>]+|\b[A-Za-z]:\\[^\s,;'"()<>]+""")
 _HEX = re.compile(r"^[0-9a-f]{64}$")
-
-
-class NotPublishable(EvalkitError):
-    exit_code = EXIT_INVALID
 
 
 def default_byom_board() -> Path:
@@ -97,10 +94,6 @@ def _public_run(run: Mapping[str, Any]) -> dict[str, Any]:
     out["backend"] = {"label": backend.get("label"), "spec": redact_stored(str(backend.get("spec", "")), public=True)}
     out["error"] = bool(run.get("error"))
     return out
-
-
-# Backends whose figures say nothing about a model: what they return is the truth, or a file of answers.
-UNPUBLISHABLE = {"fake": "echoes the truth", "predictions": "replays a folder of answers from anywhere"}
 
 
 def _backend_kind(label: str, entry: Mapping[str, Any]) -> str:
@@ -203,8 +196,9 @@ def publish(member_ref: str, corpus: str | Path, *, board: str | Path | None = N
     publics = {}
     for label, entry in sorted(entries.items()):
         kind = _backend_kind(label, entry)
-        if kind in UNPUBLISHABLE:
-            raise NotPublishable(f"{member.key} [{label}]: scored by the {kind} backend, which {UNPUBLISHABLE[kind]}; "
+        why = getattr(declared(kind), "unpublishable", None)  # the provider says (`Provider.unpublishable`)
+        if why:
+            raise NotPublishable(f"{member.key} [{label}]: scored by the {kind} backend, which {why}; "
                                  "only a model's (or a pipeline's) own extractions are published")
         if not entry.get("truth_sha256"):
             raise NotPublishable(f"{member.key} [{label}]: the scored entry records no truth_sha256")

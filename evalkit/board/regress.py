@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping
 
 from evalkit.corpus.tasks import HELDOUT, TUNED, group_of
+from evalkit.errors import ScoreboardError
 from evalkit.results.band import (  # the band file records which metrics are gated
     FLOOR,
     HIGHER_IS_BETTER,
@@ -295,7 +296,7 @@ def check(opts: Any, *, run_dir: Any = None, board: Any = None, band_file: Any =
     from evalkit.corpus.tasks import heldout_keys
     from evalkit.results.band import band_path, collect, load_band
     from evalkit.results.runfolder import read_summary, scan
-    from evalkit.results.scoreboard import ScoreboardError, board_path, entries_by_task, load_board
+    from evalkit.results.scoreboard import board_path, entries_by_task, load_board
     from evalkit.results.scoreboard import update_scoreboard as update
     from evalkit.status import ERROR, failure_of
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from evalkit import __version__
-from evalkit.errors import EXIT_INTEGRITY, EXIT_INVALID, EXIT_OK, EvalkitError, IntegrityError
-from evalkit.results.scoreboard import ScoreboardError, edit_board, iter_entries, load_board
+from evalkit.errors import EXIT_INTEGRITY, EXIT_INVALID, EXIT_OK, EvalkitError, IntegrityError, ScoreboardError
+from evalkit.results.scoreboard import edit_board, iter_entries, load_board
 
 __all__ = ["Rescored", "RescoreResult", "rescore"]
 

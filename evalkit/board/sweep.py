@@ -66,8 +66,9 @@ from evalkit.errors import (
     Escape,
     EvalkitError,
     UsageError,
+    WorkerDied,
 )
-from evalkit.execution.workers import WorkerDied, run_all
+from evalkit.execution.workers import run_all
 from evalkit.results import runfolder
 from evalkit.results.summary import write_sweep_summary
 from evalkit.scoring.stats import SEED

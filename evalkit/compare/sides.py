@@ -243,35 +243,11 @@ def win_rate_matrix(c: Comparison) -> pd.DataFrame:
 
 
 def win_rate_chart(c: Comparison) -> Any:
-    """Altair matrix per axis; None without pairwise results. Draw it with `evalkit.report.views.chart`."""
-    df = win_rate_matrix(c)
-    if df.empty:
-        return None
-    import altair as alt  # views.chart draws it (a static SVG + PNG bundle)
+    """Altair matrix per axis (`evalkit.report.views.win_rate_chart` of `win_rate_matrix`); None without pairwise
+    results. Draw it with `evalkit.report.views.chart`."""
+    from evalkit.report.views.charts import win_rate_chart  # start-up cost: IPython and altair, for a chart only
 
-    names = list(c.backends)
-    axes = [a for a in ("entities", "relations", "summary") if a in set(df["axis"])]
-    charts = []
-    for axis in axes:
-        part = df[df["axis"] == axis]
-        base = alt.Chart(part).encode(
-            x=alt.X("against:N", sort=names, title="against", axis=alt.Axis(labelAngle=-30, orient="top")),
-            y=alt.Y("backend:N", sort=names, title=None))
-        nulls = base.transform_filter("datum.win_rate === null").mark_rect(color="#eeeeee")
-        rect = base.transform_filter("datum.win_rate !== null").mark_rect().encode(
-            color=alt.Color("win_rate:Q", scale=alt.Scale(domain=[0, 1], scheme="redblue"), title="win rate"))
-        flag = base.transform_filter("datum.flagged").mark_rect(fill=None, stroke="#000000", strokeWidth=3,
-                                                                 strokeDash=[4, 2])
-        text = base.mark_text(fontSize=11).encode(
-            text="label:N", color=alt.condition("datum.win_rate !== null && (datum.win_rate >= 0.8 || "
-                                                "datum.win_rate <= 0.2)", alt.value("white"), alt.value("black")))
-        charts.append((nulls + rect + flag + text).properties(
-            title=axis, width=alt.Step(70), height=alt.Step(28)))
-    chart = alt.hconcat(*charts).properties(title=alt.TitleParams(
-        "Win rate of the row backend against the column backend (ties excluded)",
-        subtitle="* and a dashed outline: the judge's verdict changed with the slot order on more than 20% "
-                 "of the pair's items"))
-    return chart.resolve_scale(color="shared")
+    return win_rate_chart(win_rate_matrix(c), list(c.backends))
 
 
 def disagreements(c: Comparison) -> pd.DataFrame:

@@ -21,16 +21,11 @@ from pathlib import Path
 from evalkit import limits
 from evalkit._util.paths import inside
 from evalkit.corpus.tasks import SOURCES_ENV, Member
-from evalkit.errors import CorpusError, IntegrityError, LimitExceeded, SourceMissing, UnreadableSource, UnsupportedInput
+from evalkit.errors import (CorpusError, IntegrityError, LimitExceeded, NoTextLayer, SourceMissing, UnreadableSource,
+                            UnsupportedInput)
 
 __all__ = ["Document", "IntegrityError", "NoTextLayer", "SourceMissing", "UnreadableSource", "UnsupportedInput",
            "check_input", "check_integrity", "document_parts", "read_document", "read_sidecar", "source_paths"]
-
-
-
-
-class NoTextLayer(CorpusError):
-    """A PDF source with no text on any page (a scan) in the ``text`` input mode: nothing to send, so skipped."""
 
 
 NO_TEXT_LAYER = "no text layer"

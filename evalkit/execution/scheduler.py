@@ -26,7 +26,7 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, Iterator, Sequence
 
-from evalkit.errors import UsageError
+from evalkit.errors import UsageError, WorkerDied
 
 __all__ = ["Scheduler", "parse", "connect", "Cluster", "shared_limits", "SharedLedger"]
 
@@ -198,8 +198,6 @@ def batch_size(ready: int, threads: int) -> int:
 
 def _died(e: Exception) -> Any:
     from distributed.scheduler import KilledWorker
-
-    from evalkit.execution.workers import WorkerDied
 
     return WorkerDied() if isinstance(e, KilledWorker) else e
 

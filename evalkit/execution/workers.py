@@ -39,19 +39,13 @@ from evalkit._util.interrupt import (
     watch_parent,
     worker_signals,
 )
+from evalkit.errors import WorkerDied
 
 __all__ = ["WorkerDied", "run_all", "stop_pool", "in_worker"]
 
 Call = tuple[Callable[..., Any], tuple]
 _PENDING = object()
 _in_worker = False
-
-
-class WorkerDied(Exception):
-    """The worker process running a call died."""
-
-    def __init__(self) -> None:
-        super().__init__("the worker process died (killed, out of memory, or a crash in native code)")
 
 
 def in_worker() -> bool:

@@ -4,7 +4,7 @@ Each page is a notebook in ``notebooks/`` (``evalkit/notebooks/`` of a wheel: `e
 command executes with papermill into a run folder and `evalkit.report.render` turns into HTML beside it. Rendering
 (which notebooks of a run folder are pages, the links between them), the wheel's test (every page's template
 is in the built wheel) and docs/pages.md (`markdown`) all read `PAGES`; a new page is one record here, its
-template in ``notebooks/`` and its file name in `evalkit.results.runfolder`.
+template in ``notebooks/`` and its file name in `evalkit.results.runfolder` (``FILES``).
 
 What each page *shows* per item shape is `evalkit.report.views.pages`; this module only says which pages exist.
 """

@@ -51,7 +51,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from evalkit._util.jsonio import canonical_sha, read_json, write_text
 from evalkit.backends.spec import redact_stored
 from evalkit.corpus.tasks import DEFAULT_CORPUS, HELDOUT, TUNED, group_of
-from evalkit.errors import EXIT_INVALID, CorpusError, EvalkitError, UsageError
+from evalkit.errors import BandError, CorpusError, SweepFailed, UsageError
 from evalkit.results.runfolder import scan
 from evalkit.results.scoreboard import numeric_metrics, write_json
 from evalkit.scoring.stats import CONFIDENCE, RESAMPLES, SEED, mean, mean_ci, sub_seed
@@ -79,10 +79,6 @@ def direction(metric: str) -> str | None:
 
 def is_gated(metric: str) -> bool:
     return direction(metric) is not None
-
-
-class BandError(EvalkitError):
-    exit_code = EXIT_INVALID
 
 
 def band_path(corpus: str | Path | None = None) -> Path:
@@ -412,15 +408,6 @@ class Measured:
     markdown: str
     sweeps: list[Path]
     readme: Path | None = None
-
-
-class SweepFailed(EvalkitError):
-    """A band sweep had refused or failed members; its exit code is the worst sweep's."""
-
-    def __init__(self, code: int):
-        super().__init__("a band sweep had refused or failed members (listed above); fix them, or pass "
-                         "--allow-failures to measure the band on the members every sweep scored")
-        self.exit_code = code
 
 
 def measure(opts: Any, *, specs: Sequence[Any] = (), from_runs: Sequence[Path] = (), runs_dir: Path = Path("runs"),

@@ -34,7 +34,7 @@ from evalkit.results.scoreboard import _selected, locked, numeric_metrics
 from evalkit.status import ERROR, SCORED, failure_of
 
 __all__ = ["INDEX_NAME", "index_path", "history_lines", "append_history", "read_history", "history_frame",
-           "trend_frame", "run_means", "trend_chart"]
+           "trend_frame", "run_means"]
 
 INDEX_NAME = "index.jsonl"
 
@@ -174,20 +174,3 @@ def run_means(lines):
     g["series"] = pd.Series([names[(t, b, m)] for t, b, m in zip(g["task"], g["backend"], g["member_set"])],
                             index=g.index, dtype=object)
     return g.drop(columns=["member_set"])
-
-
-def trend_chart(frame, metric: str = "score"):
-    """An altair line chart of a `trend_frame`: one line per series (a backend over one member set, see
-    `run_means`), on a UTC time axis in 24-hour ISO form; None when there is nothing to draw."""
-    if frame is None or len(frame) == 0:
-        return None
-    import altair as alt
-
-    frame = frame.assign(when=frame["time"].map(str))
-    return (alt.Chart(frame).mark_line(point=True)
-            .encode(x=alt.X("time:T", title="run (UTC)", scale=alt.Scale(type="utc"),
-                            axis=alt.Axis(labelExpr="utcFormat(datum.value, '%Y-%m-%d %H:%M')", labelAngle=-30)),
-                    y=alt.Y("value:Q", title=metric, scale=alt.Scale(zero=False)),
-                    color=alt.Color("series:N", title="backend"),
-                    tooltip=["run_id", "when", "series", "value", "members"])
-            .properties(width=480, height=220))

@@ -46,12 +46,12 @@ from evalkit._util.jsonio import DISK_ERRNOS, canonical_sha, disk_full, line, re
 from evalkit._util.paths import check_name
 from evalkit.backends import folder_label, label_folder
 from evalkit.backends.spec import redacted_command
-from evalkit.errors import CorpusError, UsageError
+from evalkit.errors import CorpusError, RunLocked
 from evalkit.status import NOTEBOOK_FAILED, SCORED, Failed, failure_of, status_of
 
 __all__ = [
     "RUN_JSON", "SUMMARY_JSON", "JUDGE_JSON", "INDEX", "LOCK", "LOCK_HOLDER", "UNFINISHED", "REPORT", "COMPARE", "DIFF", "DIFF_JSON", "PAIRWISE",
-    "EXTRACTION", "SCORE", "JUDGMENTS", "EXTRACT_NB", "SCORE_NB", "SWEEP_JSON", "SWEEP_LOG", "NOTEBOOKS", "FILES", "page",
+    "EXTRACTION", "SCORE", "JUDGMENTS", "EXTRACT_NB", "SCORE_NB", "SWEEP_JSON", "SWEEP_LOG", "FILES", "page",
     "task_dir", "member_dir", "sweep_member_dir", "sweep_of", "Home", "read_extraction", "write_extraction", "read_score",
     "write_score", "read_judgments", "write_judgments", "clear_judgments", "read_pairwise", "write_pairwise",
     "clear_pairwise", "write_judge_json", "read_run_json", "write_run_json", "merge_run_json", "read_summary", "write_summary", "read_sweep_json",
@@ -82,9 +82,9 @@ SWEEP_LOG = "sweep.members.jsonl"  # members a sweep finished since sweep.json w
 SWEEP_MEMBERS = "members"
 SAMPLES = "samples"  # --samples K: <home>/samples/<i>/ holds sample i > 0 (sample 0 is <home> itself)
 BATCHES = ".evalkit.batches.json"  # --batch: the provider batches a run submitted, so a resumed run polls them
-NOTEBOOKS = (EXTRACT_NB, SCORE_NB, REPORT, COMPARE, DIFF)  # each also the name of its template in notebooks/
+# Every file name of a run folder; which notebooks are report pages is `evalkit.report.pages.PAGES`.
 FILES = (RUN_JSON, SUMMARY_JSON, JUDGE_JSON, INDEX, LOCK, LOCK_HOLDER, UNFINISHED, PAIRWISE, EXTRACTION, SCORE,
-         JUDGMENTS, DIFF_JSON, SWEEP_JSON, SWEEP_LOG, BATCHES, *NOTEBOOKS)
+         JUDGMENTS, DIFF_JSON, SWEEP_JSON, SWEEP_LOG, BATCHES, EXTRACT_NB, SCORE_NB, REPORT, COMPARE, DIFF)
 
 
 def page(notebook: str | Path) -> Path:
@@ -402,10 +402,6 @@ def clear_batches(run_dir: str | Path) -> None:
 
 
 # --------------------------------------------------------------------------- holding the folder
-
-
-class RunLocked(UsageError):
-    """The run folder is held by a live run."""
 
 
 @contextmanager

@@ -40,7 +40,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from evalkit._util.jsonio import dumps, read_json, write_json
 from evalkit.backends.spec import redact_stored
 from evalkit.corpus.tasks import DEFAULT_CORPUS, Member, find_task
-from evalkit.errors import EXIT_INVALID, CorpusError, EvalkitError
+from evalkit.errors import CorpusError, EvalkitError, ScoreboardError
 from evalkit.results.runfolder import SCORE, Scored, scan
 from evalkit.status import SCORED
 
@@ -55,12 +55,6 @@ SCHEMA_VERSION = 1
 BOARD_NAME = "scoreboard.json"
 LOCK_TIMEOUT_S = 120
 # Backend spec options whose value is a secret: never written to a board.
-
-
-class ScoreboardError(EvalkitError):
-    """The scoreboard (or a run folder it points at) is missing, corrupt or from another schema."""
-
-    exit_code = EXIT_INVALID
 
 
 def board_path(corpus: str | Path | None = None) -> Path:

@@ -60,6 +60,11 @@ class Metric:
     function: Callable[..., Any]
 
 
+# What an LLM judge can compare (`Scorer.judged`, `evalkit.stages.judge`): a graph's items, whose strict pass left
+# missed and spurious items on each set axis (``axis`` entities / relations), which the judge may match up.
+JUDGED_GRAPH = "graph"
+
+
 def _echo(truth: Any) -> dict[str, Any]:
     """A truth that is itself the perfect record."""
     return truth.model_dump(mode="json") if isinstance(truth, BaseModel) else dict(truth)
@@ -80,6 +85,8 @@ class Scorer:
     # `(record, options) -> truth`: the truth a record stands for, when another backend's record is the truth
     # (`evalkit run --reference`), the inverse of `expected_extraction`. None: this scorer cannot do that.
     truth_from_record: Callable[[Any, Any], Any] | None = None
+    # The shape of its items an LLM judge compares (JUDGED_GRAPH), None: `--judge` leaves its tasks unjudged.
+    judged: str | None = None
 
     def __post_init__(self) -> None:  # a truth that is its own perfect record is also made from one
         if self.truth_from_record is None and self.expected_extraction is _echo:

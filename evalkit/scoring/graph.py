@@ -53,7 +53,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from evalkit.corpus.specs import Strict as _Strict
-from evalkit.scoring.base import Metric, ScoreContext, Scorer, ScoreResult
+from evalkit.scoring.base import JUDGED_GRAPH, Metric, ScoreContext, Scorer, ScoreResult
 from evalkit.scoring.ontology import compliance
 from evalkit.scoring.sets import PRF, match_sets
 from evalkit.scoring.stats import macro_f1, summed
@@ -470,4 +470,5 @@ SCORER = Scorer(
     expected_extraction=expected_extraction,
     truth_from_record=lambda record, options: GraphTruth.model_validate(record),
     metrics=METRICS,
+    judged=JUDGED_GRAPH,
 )

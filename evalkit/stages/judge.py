@@ -44,6 +44,7 @@ from evalkit.errors import UsageError
 from evalkit.execution.pool import Job, run_pool, summarize_calls
 from evalkit.results import runfolder
 from evalkit.results.runfolder import Home
+from evalkit.scoring.base import JUDGED_GRAPH
 from evalkit.stages import pairwise
 from evalkit.stages.pipeline import reference_truth, request_sha, score_record
 from evalkit.status import Failed
@@ -239,7 +240,7 @@ class PhaseResult:
 
 
 def _is_graph(member: Any) -> bool:
-    return getattr(member.task.scorer, "name", None) == "graph"
+    return getattr(member.task.scorer, "judged", None) == JUDGED_GRAPH  # the scorer declares it (`Scorer.judged`)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from evalkit import __version__
 from evalkit._util.jsonio import canonical_sha, nonfinite_path
 from evalkit.backends import Backend, BackendContext, BackendSpec, Completion, Request
 from evalkit.backends.fake import FakeBackend
+from evalkit.backends.providers import declared
 from evalkit.corpus.outschema import top_key, violations
 from evalkit.corpus.sources import Document, check_integrity, document_parts, read_document
 from evalkit.corpus.specs import Settings
@@ -131,8 +132,14 @@ def extraction_record(member: Member, backend: Backend, request: Request, comple
         "record": record,
         "raw": raw,
         "run": run,
-        **extraction_status(completion, getattr(backend, "provider", None)),
+        **extraction_status(completion, failure_declared(backend)),
     }
+
+
+def failure_declared(backend: Any) -> str | None:
+    """What an empty completion of `backend` is, as its provider declares it (`Provider.failure`; a wrapper such
+    as a recording cassette carries its inner backend's ``provider``)."""
+    return getattr(declared(getattr(backend, "provider", None)), "failure", None)
 
 
 def run_sync(coro):

@@ -77,6 +77,7 @@ from evalkit.errors import (
     IntegrityError,
     InvalidCorpus,
     LimitExceeded,
+    NoTextLayer,
     SourceMissing,
     UnreadableSource,
     UsageError,
@@ -286,7 +287,7 @@ def gate_members(members: list[Member], sources: Path | None, outcomes: list[Out
     unreadable, a truth breaking the task's schema) is refused with the same message, and the others go on;
     so is one its input mode cannot send (`sources.check_input`: a text file as a PDF), while a scan in the
     ``text`` mode is skipped (no text layer). `overrides`: ``--set``."""
-    from evalkit.corpus.sources import NoTextLayer, check_input
+    from evalkit.corpus.sources import check_input
     from evalkit.stages.validate import input_problems
     from evalkit.status import NO_TEXT_LAYER, SKIPPED
 

@@ -61,6 +61,8 @@ from evalkit.report.views.charts import (
     field_outcome_chart,
     outcome_distribution,
     score_heatmap,
+    trend_chart,
+    win_rate_chart,
 )
 from evalkit.report.views.fields import accuracy_heatmap, fields_report, fields_view
 from evalkit.report.views.generic import items_report, items_view
@@ -97,5 +99,6 @@ __all__ = [
     "family_score_chart", "site_table", "edge_graph_chart", "ordered_families", "FAMILY_ORDER",
     "report_page", "fields_report", "graph_report", "tree_report", "items_report", "trend",
     "members_table", "report_summary", "accuracy_heatmap", "score_heatmap", "outcome_distribution",
+    "trend_chart", "win_rate_chart",
     "document", "prompt", "response", "all_items",
 ]

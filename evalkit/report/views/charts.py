@@ -295,3 +295,54 @@ def outcome_distribution(items: pd.DataFrame) -> Any:
         color=alt.Color("outcome:N", scale=_outcome_scale(counts["outcome"]), title="outcome"),
         order=alt.Order("outcome:N"),
     ).properties(width=360, **title)
+
+
+# --------------------------------------------------------------------------- run history and pairwise judging
+
+def trend_chart(frame: pd.DataFrame | None, metric: str = "score") -> Any:
+    """A line chart of a `evalkit.results.history.trend_frame`: one line per series (a backend over one member
+    set, see `run_means`), on a UTC time axis in 24-hour ISO form; None when there is nothing to draw."""
+    if frame is None or len(frame) == 0:
+        return None
+    alt = _alt()
+
+    frame = frame.assign(when=frame["time"].map(str))
+    return (alt.Chart(frame).mark_line(point=True)
+            .encode(x=alt.X("time:T", title="run (UTC)", scale=alt.Scale(type="utc"),
+                            axis=alt.Axis(labelExpr="utcFormat(datum.value, '%Y-%m-%d %H:%M')", labelAngle=-30)),
+                    y=alt.Y("value:Q", title=metric, scale=alt.Scale(zero=False)),
+                    color=alt.Color("series:N", title="backend"),
+                    tooltip=["run_id", "when", "series", "value", "members"])
+            .properties(width=480, height=220))
+
+
+def win_rate_chart(df: pd.DataFrame, names: list[str]) -> Any:
+    """A matrix per axis of `evalkit.compare.sides.win_rate_matrix` (the row backend's win rate against the
+    column backend, ties excluded; an order-inconsistent pair starred and outlined), backends in `names` order;
+    None without pairwise results."""
+    if df.empty:
+        return None
+    alt = _alt()
+
+    axes = [a for a in ("entities", "relations", "summary") if a in set(df["axis"])]
+    charts = []
+    for axis in axes:
+        part = df[df["axis"] == axis]
+        base = alt.Chart(part).encode(
+            x=alt.X("against:N", sort=names, title="against", axis=alt.Axis(labelAngle=-30, orient="top")),
+            y=alt.Y("backend:N", sort=names, title=None))
+        nulls = base.transform_filter("datum.win_rate === null").mark_rect(color="#eeeeee")
+        rect = base.transform_filter("datum.win_rate !== null").mark_rect().encode(
+            color=alt.Color("win_rate:Q", scale=alt.Scale(domain=[0, 1], scheme="redblue"), title="win rate"))
+        flag = base.transform_filter("datum.flagged").mark_rect(fill=None, stroke="#000000", strokeWidth=3,
+                                                                 strokeDash=[4, 2])
+        text = base.mark_text(fontSize=11).encode(
+            text="label:N", color=alt.condition("datum.win_rate !== null && (datum.win_rate >= 0.8 || "
+                                                "datum.win_rate <= 0.2)", alt.value("white"), alt.value("black")))
+        charts.append((nulls + rect + flag + text).properties(
+            title=axis, width=alt.Step(70), height=alt.Step(28)))
+    chart = alt.hconcat(*charts).properties(title=alt.TitleParams(
+        "Win rate of the row backend against the column backend (ties excluded)",
+        subtitle="* and a dashed outline: the judge's verdict changed with the slot order on more than 20% "
+                 "of the pair's items"))
+    return chart.resolve_scale(color="shared")

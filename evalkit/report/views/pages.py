@@ -160,8 +160,6 @@ def report_page(members: pd.DataFrame, items: pd.DataFrame, shape: str | None = 
 def trend(run_dir: Any, task: str, metric: str | None = None) -> None:
     """The task's headline metric over the runs of the run history, per backend (`evalkit.report.frames.run_trend`),
     or a one-line note while the history holds fewer than two earlier runs of the task."""
-    from evalkit.results.history import trend_chart
-
     frame, metric, _ = _report.run_trend(run_dir, task, metric)
     if frame is None:
         print(f"No trend yet: the run history (index.jsonl beside the run folder) holds fewer than "
@@ -169,4 +167,4 @@ def trend(run_dir: Any, task: str, metric: str | None = None) -> None:
         return
     runs = frame["run_id"].nunique()
     print(f"{metric}: mean over members, per backend, over {runs} runs (the history and this run)")
-    charts.chart(trend_chart(frame, metric))
+    charts.chart(charts.trend_chart(frame, metric))
