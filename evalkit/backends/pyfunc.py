@@ -161,7 +161,8 @@ class Child:
 
         loop.add_reader(fd, readable)
         try:
-            return json.loads(await done)
+            answer: dict[str, Any] = json.loads(await done)
+            return answer
         finally:
             loop.remove_reader(fd)
 
@@ -177,7 +178,8 @@ class Child:
                 raise ChildGone
             frame = self.frames.feed(data)
             if frame is not None:
-                return json.loads(frame)
+                answer: dict[str, Any] = json.loads(frame)
+                return answer
 
     def ended(self, when: str) -> str:
         """How the child ended (it is gone or killed), `when`: ``exited with code 1 during the call``."""
@@ -379,7 +381,7 @@ class PythonBackend:
                               latency_s=latency)
         if kind == "str":
             record, outcome = parse_record(value)
-            return Completion(record=record, raw=value, parse=outcome, model=self.model, latency_s=latency)  # type: ignore[arg-type]
+            return Completion(record=record, raw=value, parse=outcome, model=self.model, latency_s=latency)
         type_name = str(value).split(":", 1)[0]
         return Completion(record=None, raw=str(value), parse="malformed", model=self.model, latency_s=latency,
                           error=f"{who} returned {type_name}, expected a dict")

@@ -53,7 +53,7 @@ def load_function(target: str) -> Callable[..., Any]:
         raise
     except Exception as e:  # noqa: BLE001 - any import failure is a configuration error
         raise UsageError(f"python backend: cannot import {module_name}: {type(e).__name__}: {e}") from None
-    fn = getattr(module, func_name, None)
+    fn: object = getattr(module, func_name, None)
     if not callable(fn):
         raise UsageError(f"python backend: {module_name} has no function {func_name!r}")
     return fn
