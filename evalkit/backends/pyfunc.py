@@ -121,6 +121,8 @@ class Child:
         cmd = [sys.executable, "-m", "evalkit.backends.pyworker", target, os.getcwd(), str(memory), str(answer)]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      cwd=self.dir, start_new_session=True)  # its own group: killed with its children
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # both piped just above
+        self.requests, self.answers = self.proc.stdin, self.proc.stdout
         self.output = Output(self.proc.stderr)
         self.frames = Frames(answer + ENVELOPE_BYTES)
         _live.add(self)
@@ -128,8 +130,8 @@ class Child:
     def send(self, message: dict[str, Any]) -> None:
         payload = json.dumps(message, ensure_ascii=False).encode("utf-8", "surrogatepass")
         try:
-            self.proc.stdin.write(HEADER.pack(len(payload)) + payload)  # type: ignore[union-attr]
-            self.proc.stdin.flush()  # type: ignore[union-attr]
+            self.requests.write(HEADER.pack(len(payload)) + payload)
+            self.requests.flush()
         except (BrokenPipeError, ValueError):
             raise ChildGone from None
 
@@ -137,7 +139,7 @@ class Child:
         """The next answer; `ChildGone` at its end, `Oversize` for one over the limit."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[bytes] = loop.create_future()
-        fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
+        fd = self.answers.fileno()
         os.set_blocking(fd, False)
 
         def readable() -> None:
@@ -168,7 +170,7 @@ class Child:
 
     def receive_now(self, timeout: float) -> dict[str, Any]:
         """`receive`, blocking (for the first child, started outside any event loop)."""
-        fd, deadline = self.proc.stdout.fileno(), time.monotonic() + timeout  # type: ignore[union-attr]
+        fd, deadline = self.answers.fileno(), time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
@@ -209,9 +211,9 @@ class Child:
 
     def forget(self) -> None:
         _live.discard(self)
-        for stream in (self.proc.stdin, self.proc.stdout):
+        for stream in (self.requests, self.answers):
             try:
-                stream.close()  # type: ignore[union-attr]
+                stream.close()
             except OSError:
                 pass
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -224,7 +226,7 @@ def close_children(children: list[Child], grace: float = CLOSE_GRACE_S) -> None:
     """End idle children: their requests pipe closed, they leave by themselves; SIGKILL for any still there."""
     for child in children:
         try:
-            child.proc.stdin.close()  # type: ignore[union-attr]
+            child.requests.close()
         except OSError:
             pass
     deadline = time.monotonic() + grace

@@ -217,7 +217,9 @@ def paired_difference(pairs: Iterable[tuple[Any, Any]], seed: Seed = SEED) -> di
     if not d:
         return {"mean": None, "ci": None, "p": None, "n": 0}
     ci = mean_ci(d, seed)
-    p = min(1.0, 2 * min(_sign_flip_tails(d, seed)))  # type: ignore[arg-type]
+    tails = _sign_flip_tails(d, seed)
+    assert tails is not None  # None only without differences
+    p = min(1.0, 2 * min(tails))
     return {"mean": math.fsum(d) / len(d), "ci": list(ci) if ci else None, "p": p, "n": len(d)}
 
 
