@@ -40,9 +40,11 @@ browser:
 	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; fi; }
 
 # The live local-model test needs .venv-llm (compiled once, ~4-8 min). The linter (config: pyproject's
-# [tool.ruff]) runs first: a finding fails the target.
+# [tool.ruff]) runs first, then the type checker (config and the modules it checks strictly: [tool.mypy]):
+# a finding of either fails the target.
 test: venv browser llm
 	$(BIN)/ruff check evalkit tests benchmarks tools
+	$(BIN)/mypy
 	EVALKIT_LLM_PYTHON=$(abspath .venv-llm/bin/python) $(BIN)/python -m pytest
 
 # The local model behind the committed cassette: llama-cpp-python compiled portably

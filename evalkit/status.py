@@ -157,9 +157,9 @@ def status_of(data: Mapping[str, Any] | None) -> str:
 
 def failure_of(data: Mapping[str, Any] | None) -> Failed | None:
     """The `Failed` an extraction.json or score.json records, or None."""
-    if status_of(data) != ERROR:
+    if data is None or status_of(data) != ERROR:
         return None
-    return Failed(str(data.get("cause") or PROVIDER_ERROR), str(data.get("message") or ""))  # type: ignore[union-attr]
+    return Failed(str(data.get("cause") or PROVIDER_ERROR), str(data.get("message") or ""))
 
 
 # ----------------------------------------------------------------------------- the one counter

@@ -238,7 +238,8 @@ def stop_processes(pids: Iterable[int], grace: float = POOL_GRACE_S) -> None:
     gone, and they are what removes the semaphores it leaked."""
     import psutil
 
-    tops, family = [], {}
+    tops: list[Any] = []
+    family: dict[int, Any] = {}  # psutil.Process by pid (psutil is untyped)
     for pid in pids:
         try:
             top = psutil.Process(pid)
@@ -269,7 +270,7 @@ def _alive(p: Any) -> bool:
     import psutil
 
     try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+        return bool(p.is_running() and p.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
 

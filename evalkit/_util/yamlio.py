@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -27,14 +27,17 @@ KeyPath = tuple[Any, ...]
 
 
 # libyaml's parser where PyYAML has it (~8x faster: every notebook loads its task), the same nodes and marks.
-_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+if TYPE_CHECKING:  # one class to check against: the stubs give CSafeLoader SafeLoader's API
+    _SafeLoader = yaml.SafeLoader
+else:
+    _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class _StrictLoader(_SafeLoader):
     """SafeLoader that rejects duplicate mapping keys (PyYAML keeps the last)."""
 
 
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False):
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
@@ -120,7 +123,7 @@ def _measure(root: yaml.Node, path: Path) -> None:
 
 
 def format_keypath(keypath: KeyPath) -> str:
-    parts = []
+    parts: list[str] = []
     for p in keypath:
         parts.append(f"[{p}]" if isinstance(p, int) else (("." if parts else "") + str(p)))
     return "".join(parts) or "(top level)"

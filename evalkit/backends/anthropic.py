@@ -51,6 +51,7 @@ from evalkit.backends.live import (
     response_text,
     status_error_body,
 )
+from evalkit.backends.pricing import PriceTable
 from evalkit.backends.providers import Provider
 from evalkit.backends.spec import BackendSpec
 from evalkit.corpus.specs import INPUT_MODES
@@ -66,7 +67,7 @@ class AnthropicBackend(LiveBackend):
     provider = "anthropic"
 
     def __init__(self, label: str, model: str = DEFAULT_MODEL, timeout_s: float = 120.0, max_retries: int = 4,
-                 send_temperature: bool = True, prices=None, cache: bool = True):
+                 send_temperature: bool = True, prices: PriceTable | None = None, cache: bool = True):
         if not os.environ.get(KEY_ENV):
             raise BackendError(f"anthropic backend: {KEY_ENV} is not set (the key is read from the environment only)")
         spec = BackendSpec(label, "anthropic", {"model": model}).redacted().spec
@@ -129,7 +130,8 @@ class AnthropicBackend(LiveBackend):
     async def batch_submit(self, entries: list[tuple[str, Request]]) -> str:
         batch = await self.client().messages.batches.create(
             requests=[{"custom_id": cid, "params": self.params(r, r.max_tokens)} for cid, r in entries])
-        return batch.id
+        batch_id: str = batch.id
+        return batch_id
 
     async def batch_status(self, batch_id: str) -> tuple[bool, int, str]:
         """(ended, requests answered so far, status)."""
@@ -193,7 +195,8 @@ def user_content(request: Request) -> str | list[dict[str, Any]]:
 
 def _is_message(request: Any) -> bool:
     """A Messages API call (bounded as an answer), not a batch's results download."""
-    return request.url.path.endswith("/v1/messages")
+    path: str = request.url.path
+    return path.endswith("/v1/messages")
 
 
 def make(spec: BackendSpec, ctx: BackendContext) -> AnthropicBackend:

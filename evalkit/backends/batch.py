@@ -66,7 +66,8 @@ class Batched:
         key = cassette_key(request, self.model)
         answer = self.answers.get(key)
         if answer is None:
-            return await self.backend.complete(request)
+            completion: Completion = await self.backend.complete(request)
+            return completion
         if key in self.served:  # an identical request: the batch answered (and billed) it once
             return again(answer)
         self.served.add(key)
@@ -155,8 +156,9 @@ async def _collect(backend: Any, requests: list[Request], state: dict[str, Any],
                     error=f"batch {batch['id']} ended ({status}) without an answer for this request")
                 request = wanted[key][0]
                 answer = await live.finish(request, scrub_answer(attempt), started, batch=True)
-                for i, same in enumerate(wanted[key] if recorder else ()):  # one record each: replay serves each
-                    recorder.keep(same, answer if i == 0 else again(answer), key)
+                if recorder is not None:
+                    for i, same in enumerate(wanted[key]):  # one record each: replay serves each
+                        recorder.keep(same, answer if i == 0 else again(answer), key)
                 answers[key] = answer
             pending.remove(batch)
         ids = ", ".join(b["id"] for b in mine if any(k in wanted for k in b["keys"]))

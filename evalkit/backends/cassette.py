@@ -94,11 +94,11 @@ from array import array
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Iterator, Mapping, Sequence
+from typing import AbstractSet, Any, BinaryIO, Iterable, Iterator, Mapping, Sequence
 
 from evalkit import __version__
 from evalkit._util.jsonio import canonical_sha, encode, nonfinite_path, write_text
-from evalkit.backends.base import Completion, Request
+from evalkit.backends.base import Completion, ParseOutcome, Request
 from evalkit.backends.failures import Failure, FailureLog
 from evalkit.backends.parse import parse_record
 from evalkit.backends.providers import Provider
@@ -192,7 +192,7 @@ def completion_from_record(rec: dict[str, Any]) -> Completion:
     key was scrubbed, or by another tool, must not carry it further)."""
     r = rec["response"]
     content = r.get("content") or ""
-    parse = r.get("parse") or "clean"
+    parse: ParseOutcome = r.get("parse") or "clean"  # `_check_record` allows only these
     if "record" in r:
         record = r["record"]
     elif parse in ("clean", "recovered"):
@@ -236,7 +236,8 @@ def _loads(data: bytes) -> Any:
 
 _STR, _NUM, _OBJ, _INT, _BOOL = {str}, {int, float}, {dict}, {int}, {bool}  # exact types: True is no integer
 # The JSON types each field may hold (null always allowed), per object: (key path prefix, where it is, fields).
-_FIELDS = (
+# (where it is shown, its path in the record, the exact types of each field there)
+_FIELDS: tuple[tuple[str, tuple[str, ...], dict[str, AbstractSet[type]]], ...] = (
     ("", (), {"provider": _STR, "member": _STR, "timestamp": _STR, "sample": _INT}),
     ("request.", ("request",), {"system": _STR, "user": _STR, "schema": _OBJ, "settings": _OBJ, "input": _OBJ}),
     ("request.settings.", ("request", "settings"), {"max_tokens": _INT, "temperature": _NUM}),
@@ -244,7 +245,7 @@ _FIELDS = (
                                   "parse": _STR, "truncated": _STR, "calls": _INT, "usd": _NUM, "model": _STR,
                                   "batch": _BOOL, "record": _OBJ}),
 )
-_TYPE_NAMES = {str: "a string", int: "an integer", dict: "an object", bool: "true or false"}
+_TYPE_NAMES: dict[type, str] = {str: "a string", int: "an integer", dict: "an object", bool: "true or false"}
 _PARSES = ("clean", "recovered", "malformed", "error", "schema_invalid")  # `ParseOutcome`
 
 
@@ -335,7 +336,7 @@ def _fast_fields(line: bytes) -> tuple[str, str] | None:
         return None
 
 
-def _pack(offsets: array) -> str:
+def _pack(offsets: array[int]) -> str:
     """Byte offsets as base64 of little-endian int64s: a JSON string, the same on every machine."""
     if sys.byteorder == "big":
         offsets = array("q", offsets)
@@ -343,7 +344,7 @@ def _pack(offsets: array) -> str:
     return base64.b64encode(offsets.tobytes()).decode("ascii")
 
 
-def _unpack(text: str) -> array:
+def _unpack(text: str) -> array[int]:
     offsets = array("q")
     offsets.frombytes(base64.b64decode(text, validate=True))
     if sys.byteorder == "big":
@@ -416,7 +417,7 @@ class Cassette:
     def available(self, key: str) -> int:
         return sum(not self._served[i] for i in self._of(key))
 
-    def key_counts(self) -> Counter:
+    def key_counts(self) -> Counter[str]:
         return Counter({k: self.available(k) for k in self._by_key})
 
     def take(self, key: str) -> dict[str, Any] | None:
@@ -503,7 +504,7 @@ class Cassette:
         else:
             known.append(i)
 
-    def _of(self, key: str) -> tuple[int] | list[int]:
+    def _of(self, key: str) -> tuple[int, ...] | list[int]:
         """The records of `key`, in file order."""
         known = self._by_key.get(key, ())
         return (known,) if isinstance(known, int) else known
@@ -519,8 +520,9 @@ class Cassette:
         start = self._starts[i]
         f.seek(start)
         line = f.read(self._ends[i] - start)
+        why: str | None
         try:
-            rec = _loads(line)
+            rec: dict[str, Any] = _loads(line)  # a dict once `_check_record` passes it
         except (UnicodeDecodeError, ValueError, RecursionError) as e:
             why = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8" if isinstance(
                 e, UnicodeDecodeError) else str(e) or type(e).__name__
@@ -581,11 +583,11 @@ class Cassette:
             self._by_member = {}
             for i, rec in enumerate(self._each()):
                 self._by_member.setdefault((str(rec.get("member")), str(rec.get("call_type"))), i)
-        i = self._by_member.get((member, call_type))
-        if i is None:
+        first = self._by_member.get((member, call_type))
+        if first is None:
             return None
         with self._open() as f:
-            return self._read(f, i)
+            return self._read(f, first)
 
     @staticmethod
     def _line_number(f: BinaryIO, offset: int) -> int:
@@ -699,7 +701,7 @@ class Cassette:
         return max(scored, key=lambda rs: (rs[1], rs[0].get("member") == request.member))
 
 
-def _quick_ratio(a: str, b: str, b_counts: Counter) -> float:
+def _quick_ratio(a: str, b: str, b_counts: Counter[str]) -> float:
     """difflib's ``SequenceMatcher(None, a, b).quick_ratio()`` (the characters a and b share, as a ratio),
     counted in C: ~10× faster, which matters when a miss compares against 100k records."""
     return 2.0 * sum((Counter(a) & b_counts).values()) / (len(a) + len(b)) if a or b else 1.0
@@ -842,7 +844,7 @@ class RecordingBackend:
                  keep_failed_responses: bool = True, rotate_bytes: int | None = None):
         self.inner = inner
         self.label, self.spec, self.model = inner.label, inner.spec, inner.model
-        self.provider = provider or getattr(inner, "provider", "unknown")
+        self.provider: str = provider if provider else getattr(inner, "provider", "unknown")
         self.path = Path(path)
         self.keep_failed_responses = keep_failed_responses
         self.cassette = cassette if cassette is not None else Cassette.load(self.path, missing_ok=True)

@@ -30,7 +30,7 @@ import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from evalkit._util.jsonio import encode
 
@@ -51,7 +51,7 @@ class Failure:
     ts_ms: int = 0
     recovered: bool = False  # the attempt failed but its retry succeeded: the recovered sidecar, not a failure
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         del d["recovered"]  # which file it is in says it
         if not d["ts_ms"]:
@@ -105,8 +105,8 @@ class FailureLog:
             os.close(fd)
 
 
-def _read(cassette: str | Path, kind: str) -> list[dict]:
-    out: list[dict] = []
+def _read(cassette: str | Path, kind: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
     n = 1
     while sidecar_path(cassette, n, kind).exists():
         out += [json.loads(line) for line in sidecar_path(cassette, n, kind).read_text(encoding="utf-8").splitlines()
@@ -118,11 +118,11 @@ def _read(cassette: str | Path, kind: str) -> list[dict]:
     return out
 
 
-def read_failures(cassette: str | Path) -> list[dict]:
+def read_failures(cassette: str | Path) -> list[dict[str, Any]]:
     """Every failure recorded next to `cassette`, oldest rotation first (recovered attempts are not failures)."""
     return _read(cassette, FAILURES)
 
 
-def read_recovered(cassette: str | Path) -> list[dict]:
+def read_recovered(cassette: str | Path) -> list[dict[str, Any]]:
     """Every recovered attempt (a truncation that succeeded on retry) recorded next to `cassette`."""
     return _read(cassette, RECOVERED)

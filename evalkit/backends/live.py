@@ -33,12 +33,12 @@ import importlib
 import json
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Final, Mapping
 
-from evalkit.backends.base import Completion, Request
-from evalkit.backends.failures import Failure
+from evalkit.backends.base import Completion, ParseOutcome, Request
+from evalkit.backends.failures import Classification, Failure
 from evalkit.backends.parse import parse_record
 from evalkit.backends.pricing import PriceTable, default_table, parts_tokens, request_chars
 from evalkit.backends.providers import declared
@@ -47,7 +47,7 @@ from evalkit.limits import ANSWER_BYTES, READ_DEADLINE_S
 
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_MAX_RETRIES = 4  # the SDK's own retries of one call (429, 5xx, timeouts)
-NOT_AN_ANSWER = "not_an_answer"  # the error (and failure classification) of a 2xx body that is not an answer
+NOT_AN_ANSWER: Final = "not_an_answer"  # the error (and failure classification) of a 2xx body that is not an answer
 
 
 def call_budgets(max_tokens: int) -> tuple[int, int]:
@@ -70,7 +70,7 @@ class Attempt:
     model: str | None = None  # the model id the provider reports
     raw_body: str = ""  # the complete HTTP response body (or error text)
     error: str | None = None  # set when the call failed
-    error_class: str = "http_error"  # "http_error" | "not_an_answer" (a 2xx body that is no answer: retried)
+    error_class: Classification = "http_error"  # "http_error" | "not_an_answer" (a 2xx body that is no answer: retried)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -163,15 +163,15 @@ def _bound_types() -> tuple[type, type, type]:
 
     Both errors are the library's own (a read timeout, a read error), so each SDK treats them as it treats a
     timeout or a dropped connection: retried, then its APITimeoutError / APIConnectionError with the cause."""
-    httpx = http_module()
+    httpx: Any = http_module()  # httpx2 or httpx, whichever is installed: its classes are Any to mypy
 
-    class DeadlinePassed(httpx.ReadTimeout):
+    class DeadlinePassed(httpx.ReadTimeout):  # type: ignore[misc]  # (subclassing Any: the library above)
         pass
 
-    class AnswerTooLarge(httpx.ReadError):
+    class AnswerTooLarge(httpx.ReadError):  # type: ignore[misc]  # (subclassing Any: the library above)
         pass
 
-    class BoundedBody(httpx.AsyncByteStream):
+    class BoundedBody(httpx.AsyncByteStream):  # type: ignore[misc]  # (subclassing Any: the library above)
         """A response body read only until its deadline and only up to its byte limit."""
 
         def __init__(self, inner: Any, deadline: float, limit: int, request: Any):
@@ -244,17 +244,19 @@ def connection_error(e: BaseException) -> Attempt:
 
 def retry_delay(retry: int) -> float:
     """The wait before retry `retry` (0, 1, ...) of a call that got no answer: the SDKs' backoff, 0.5 s doubling to 8 s."""
-    return min(8.0, 0.5 * 2 ** retry)
+    return min(8.0, 0.5 * 2.0 ** retry)
 
 
 async def response_text(raw: Any) -> str:
     """The body of an SDK raw response, read in full."""
     http = raw.http_response
+    text: str
     try:
-        return http.text
+        text = http.text
     except Exception:  # noqa: BLE001 - body not read yet
         await http.aread()
-        return http.text
+        text = http.text
+    return text
 
 
 def status_error_body(err: Any) -> str:
@@ -262,7 +264,8 @@ def status_error_body(err: Any) -> str:
     response = getattr(err, "response", None)
     if response is not None:
         try:
-            return response.text
+            text: str = response.text
+            return text
         except Exception:  # noqa: BLE001
             pass
     body = getattr(err, "body", None)
@@ -339,12 +342,12 @@ class LiveBackend:
             attempt = Attempt(error=detail, raw_body=detail)
         return scrub_answer(attempt)
 
-    def _report(self, request: Request, attempt: Attempt, classification: str, max_tokens: int,
+    def _report(self, request: Request, attempt: Attempt, classification: Classification, max_tokens: int,
                 recovered: bool = False) -> None:
         if self.on_failure is None:
             return
         self.on_failure(Failure(
-            classification=classification,  # type: ignore[arg-type]
+            classification=classification,
             raw_body=attempt.raw_body or attempt.error or "",
             model=attempt.model or self.model, call_type=request.call_type, member=request.member,
             finish_reason=attempt.finish_reason, completion_tokens=attempt.output_tokens if not attempt.error else None,
@@ -375,16 +378,18 @@ class LiveBackend:
         table = self._price_table()
         usd = sum(table.cost(self.model, a.input_tokens, a.output_tokens, cache_read=a.cache_read_tokens,
                              cache_write=a.cache_write_tokens, batch=batch and a is first) for a in tried)
-        common = dict(model=model, input_tokens=sum(a.input_tokens for a in tried),
-                      output_tokens=sum(a.output_tokens for a in tried), usd=usd, latency_s=latency,
-                      finish_reason=attempt.finish_reason, truncated=truncated, calls=calls,
-                      cache_read_tokens=sum(a.cache_read_tokens for a in tried),
-                      cache_write_tokens=sum(a.cache_write_tokens for a in tried), batch=batch)
+        common = Completion(record=None, model=model, input_tokens=sum(a.input_tokens for a in tried),
+                            output_tokens=sum(a.output_tokens for a in tried), usd=usd, latency_s=latency,
+                            finish_reason=attempt.finish_reason, truncated=truncated, calls=calls,
+                            cache_read_tokens=sum(a.cache_read_tokens for a in tried),
+                            cache_write_tokens=sum(a.cache_write_tokens for a in tried), batch=batch)
         if attempt.error is not None:  # no answer: a status with its cause (`evalkit.status`), never a score
             self._report(request, attempt, attempt.error_class, budget)
-            return Completion(record=None, raw="", parse="error", error=attempt.error, **common)  # type: ignore[arg-type]
+            return replace(common, record=None, raw="", parse="error", error=attempt.error)
         if attempt.truncated:  # exhausted: the doubled budget was cut off too
             self._report(request, attempt, "truncation", budget)
+        record: dict[str, Any] | None
+        outcome: ParseOutcome
         if attempt.record is not None:
             record, outcome = attempt.record, "clean"
             raw = attempt.content if attempt.content is not None else json.dumps(record, ensure_ascii=False)
@@ -395,4 +400,4 @@ class LiveBackend:
             outcome = "recovered"  # a cut-off answer that still decodes is partial at best
         if outcome == "malformed" and not attempt.truncated:
             self._report(request, attempt, "malformed", budget)
-        return Completion(record=record, raw=raw, parse=outcome, **common)  # type: ignore[arg-type]
+        return replace(common, record=record, raw=raw, parse=outcome)

@@ -59,6 +59,7 @@ from evalkit.backends.live import (
     origin_of,
     status_error_body,
 )
+from evalkit.backends.pricing import PriceTable
 from evalkit.backends.providers import Provider
 from evalkit.backends.spec import BackendSpec
 from evalkit.corpus.specs import INPUT_MODES
@@ -77,7 +78,7 @@ class OpenAIBackend(LiveBackend):
 
     def __init__(self, label: str, url: str | None = None, model: str = DEFAULT_MODEL, schema_mode: str = "json_schema",
                  timeout_s: float = 120.0, max_retries: int = 4, strict: bool = False, merge_system: bool = False,
-                 prices=None, socket: str | None = None):
+                 prices: PriceTable | None = None, socket: str | None = None):
         if schema_mode not in SCHEMA_MODES:
             raise UsageError(f"openai backend: schema_mode={schema_mode!r} (choose {', '.join(SCHEMA_MODES)})")
         key = os.environ.get(KEY_ENV)
@@ -221,7 +222,8 @@ class OpenAIBackend(LiveBackend):
                                                    "application/jsonl"), purpose="batch")
         batch = await client.batches.create(input_file_id=uploaded.id, endpoint="/v1/chat/completions",
                                             completion_window="24h")
-        return batch.id
+        batch_id: str = batch.id
+        return batch_id
 
     async def batch_status(self, batch_id: str) -> tuple[bool, int, str]:
         """(ended, requests answered so far, status)."""
@@ -291,12 +293,14 @@ def user_content(request: Request, text: str) -> str | list[dict[str, Any]]:
 
 
 def _response_class() -> type:
-    return http_module().Response
+    response: type = http_module().Response  # httpx2 or httpx, whichever is installed
+    return response
 
 
 def _is_completion(request: Any) -> bool:
     """A chat completion (bounded as an answer), not a batch file upload or download."""
-    return request.url.path.endswith("/chat/completions")
+    path: str = request.url.path
+    return path.endswith("/chat/completions")
 
 
 def _retryable(status: int) -> bool:

@@ -21,6 +21,7 @@ from typing import Any
 
 from evalkit import limits
 from evalkit._util.jsonio import nesting_depth
+from evalkit.backends.base import ParseOutcome
 
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON|javascript|js)?[ \t]*\r?\n?(.*?)```", re.DOTALL)
 
@@ -73,7 +74,7 @@ def _first_object(text: str) -> dict[str, Any] | None:
     return None
 
 
-def parse_record(text: str | None) -> tuple[dict[str, Any] | None, str]:
+def parse_record(text: str | None) -> tuple[dict[str, Any] | None, ParseOutcome]:
     """``text`` → (record or None, "clean" | "recovered" | "malformed")."""
     record, outcome = _parse_record(text)
     bound = limits.NESTING_DEPTH.int_value()
@@ -82,7 +83,7 @@ def parse_record(text: str | None) -> tuple[dict[str, Any] | None, str]:
     return record, outcome
 
 
-def _parse_record(text: str | None) -> tuple[dict[str, Any] | None, str]:
+def _parse_record(text: str | None) -> tuple[dict[str, Any] | None, ParseOutcome]:
     if not text or not text.strip():
         return None, "malformed"
     record = _as_object(text.strip())

@@ -136,8 +136,8 @@ def _load_file(path: str | Path) -> dict[str, Price]:
             raise UsageError(f"price table {p}: {model}: give input and output (USD per million tokens), and "
                              f"optionally {', '.join(_OPTIONAL)}")
         try:
-            out[str(model)] = Price(float(entry["input"]), float(entry["output"]), str(p),
-                                    **{k: float(entry[k]) for k in _OPTIONAL if entry.get(k) is not None})
+            optional: dict[str, Any] = {k: float(entry[k]) for k in _OPTIONAL if entry.get(k) is not None}
+            out[str(model)] = Price(float(entry["input"]), float(entry["output"]), str(p), **optional)
         except (TypeError, ValueError):
             raise UsageError(f"price table {p}: {model}: prices must be numbers") from None
     return out

@@ -113,6 +113,8 @@ class Child:
         cmd = [sys.executable, "-m", "evalkit.backends.pyworker", target, os.getcwd(), str(memory), str(answer)]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      cwd=self.dir, start_new_session=True)  # its own group: killed with its children
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # both piped just above
+        self.requests, self.answers = self.proc.stdin, self.proc.stdout
         self.output = Output(self.proc.stderr)
         self.frames = Frames(answer + ENVELOPE_BYTES)
         _live.add(self)
@@ -120,8 +122,8 @@ class Child:
     def send(self, message: dict[str, Any]) -> None:
         payload = json.dumps(message, ensure_ascii=False).encode("utf-8", "surrogatepass")
         try:
-            self.proc.stdin.write(HEADER.pack(len(payload)) + payload)  # type: ignore[union-attr]
-            self.proc.stdin.flush()  # type: ignore[union-attr]
+            self.requests.write(HEADER.pack(len(payload)) + payload)
+            self.requests.flush()
         except (BrokenPipeError, ValueError):
             raise ChildGone from None
 
@@ -129,7 +131,7 @@ class Child:
         """The next answer; `ChildGone` at its end, `Oversize` for one over the limit."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[bytes] = loop.create_future()
-        fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
+        fd = self.answers.fileno()
         os.set_blocking(fd, False)
 
         def readable() -> None:
@@ -153,13 +155,14 @@ class Child:
 
         loop.add_reader(fd, readable)
         try:
-            return json.loads(await done)
+            answer: dict[str, Any] = json.loads(await done)
+            return answer
         finally:
             loop.remove_reader(fd)
 
     def receive_now(self, timeout: float) -> dict[str, Any]:
         """`receive`, blocking (for the first child, started outside any event loop)."""
-        fd, deadline = self.proc.stdout.fileno(), time.monotonic() + timeout  # type: ignore[union-attr]
+        fd, deadline = self.answers.fileno(), time.monotonic() + timeout
         while True:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
@@ -169,7 +172,8 @@ class Child:
                 raise ChildGone
             frame = self.frames.feed(data)
             if frame is not None:
-                return json.loads(frame)
+                answer: dict[str, Any] = json.loads(frame)
+                return answer
 
     def ended(self, when: str) -> str:
         """How the child ended (it is gone or killed), `when`: ``exited with code 1 during the call``."""
@@ -199,9 +203,9 @@ class Child:
 
     def forget(self) -> None:
         _live.discard(self)
-        for stream in (self.proc.stdin, self.proc.stdout):
+        for stream in (self.requests, self.answers):
             try:
-                stream.close()  # type: ignore[union-attr]
+                stream.close()
             except OSError:
                 pass
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -214,7 +218,7 @@ def close_children(children: list[Child], grace: float = CLOSE_GRACE_S) -> None:
     """End idle children: their requests pipe closed, they leave by themselves; SIGKILL for any still there."""
     for child in children:
         try:
-            child.proc.stdin.close()  # type: ignore[union-attr]
+            child.requests.close()
         except OSError:
             pass
     deadline = time.monotonic() + grace
@@ -371,7 +375,7 @@ class PythonBackend:
                               latency_s=latency)
         if kind == "str":
             record, outcome = parse_record(value)
-            return Completion(record=record, raw=value, parse=outcome, model=self.model, latency_s=latency)  # type: ignore[arg-type]
+            return Completion(record=record, raw=value, parse=outcome, model=self.model, latency_s=latency)
         type_name = str(value).split(":", 1)[0]
         return Completion(record=None, raw=str(value), parse="malformed", model=self.model, latency_s=latency,
                           error=f"{who} returned {type_name}, expected a dict")

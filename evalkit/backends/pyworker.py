@@ -45,6 +45,7 @@ def load_function(target: str) -> Callable[..., Any]:
             if not path.is_file():
                 raise UsageError(f"python backend: {path}: no such file")
             spec = importlib.util.spec_from_file_location(f"evalkit_pipeline_{path.stem}", path)
+            # spec is None for a file Python cannot import: the failure below names it (a UsageError)
             module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
             spec.loader.exec_module(module)  # type: ignore[union-attr]
         else:
@@ -53,7 +54,7 @@ def load_function(target: str) -> Callable[..., Any]:
         raise
     except Exception as e:  # noqa: BLE001 - any import failure is a configuration error
         raise UsageError(f"python backend: cannot import {module_name}: {type(e).__name__}: {e}") from None
-    fn = getattr(module, func_name, None)
+    fn: object = getattr(module, func_name, None)
     if not callable(fn):
         raise UsageError(f"python backend: {module_name} has no function {func_name!r}")
     return fn

@@ -47,7 +47,7 @@ import dataclasses
 import os
 import re
 import sys
-from typing import Any, Iterable, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, TypeVar
 
 SECRET_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "OPENAI_ADMIN_KEY")
 ANSWER_FIELDS = ("content", "record", "raw")  # the model's own output: only the first rule applies
@@ -55,7 +55,11 @@ ERROR_LIMIT = 300  # characters of an error message kept (one line)
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)$", re.IGNORECASE)
 _KEY_SHAPED = re.compile(r"\b(sk-[A-Za-z0-9_*\-]{6})[A-Za-z0-9_*\-]{8,}")
 _WS = re.compile(r"\s+")
-T = TypeVar("T")
+
+if TYPE_CHECKING:  # typeshed's protocol of a dataclass instance (no run-time module)
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")  # an answer dataclass
 
 
 def secrets(env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
@@ -167,7 +171,7 @@ def scrub_answer(answer: T) -> T:
     """A copy of `answer` (an `Attempt` or a `Completion`) as evalkit may keep it: every text field
     scrubbed (`ANSWER_FIELDS` by the first rule, the rest by both), then ``error`` cut to one line."""
     changes: dict[str, Any] = {}
-    for f in dataclasses.fields(answer):  # type: ignore[arg-type]
+    for f in dataclasses.fields(answer):
         value = getattr(answer, f.name)
         if isinstance(value, (str, dict, list)) and value:
             clean = scrub(value, key_shaped=f.name not in ANSWER_FIELDS)
@@ -176,7 +180,7 @@ def scrub_answer(answer: T) -> T:
     error = changes.get("error", getattr(answer, "error", None))
     if error:
         changes["error"] = short(error)
-    return dataclasses.replace(answer, **changes) if changes else answer  # type: ignore[type-var]
+    return dataclasses.replace(answer, **changes) if changes else answer
 
 
 class _Scrubbed:

@@ -71,7 +71,7 @@ class Resolved:
     mode: str  # "live" | "record" | "replay" | "offline"
     model: str | None  # the model id in cassette keys (None: offline kinds, or a multi-model cassette)
     cassette: Path | None = None
-    cassette_obj: Any = None  # evalkit.backends.cassette.Cassette, when loaded
+    cassette_obj: Cassette | None = None  # when loaded
     via_env: str | None = None  # the env var that chose record/replay
     fresh: bool = False  # records into a cassette that was empty or absent: everything in it is this run's
     guards: list[Guard] = field(default_factory=list)
@@ -80,6 +80,12 @@ class Resolved:
     @property
     def label(self) -> str:
         return self.spec.label
+
+    @property
+    def cassette_path(self) -> Path:
+        """The cassette of a record or replay backend (`resolve_backends` gives each of them one)."""
+        assert self.cassette is not None, f"backend {self.label} ({self.mode}) has no cassette"
+        return self.cassette
 
     @property
     def kind(self) -> str:
@@ -188,7 +194,7 @@ def resolve_backends(specs: Sequence[BackendSpec], record_args: Sequence[str] = 
             if not options.get("path"):
                 raise UsageError(f"backend {spec}: give path=PATH")
             r = Resolved(spec, prov, "replay", options.get("model") or None, cassette=Path(options["path"]))
-            _load(r.cassette, r, missing_ok=False)
+            _load(r.cassette_path, r, missing_ok=False)
             if r.model is None and r.cassette_obj is not None:
                 models = r.cassette_obj.models()
                 r.model = models[0] if len(models) == 1 else None
@@ -204,10 +210,10 @@ def resolve_backends(specs: Sequence[BackendSpec], record_args: Sequence[str] = 
             elif env_mode and env_mode[0] == "replay":
                 r.mode, r.cassette, r.via_env = "replay", env_mode[1], REPLAY_ENV
             if r.mode == "record":
-                _load(r.cassette, r, missing_ok=True)
+                _load(r.cassette_path, r, missing_ok=True)
                 r.fresh = r.cassette_obj is not None and len(r.cassette_obj) == 0
             elif r.mode == "replay":
-                _load(r.cassette, r, missing_ok=False)
+                _load(r.cassette_path, r, missing_ok=False)
             _key_guard(r, env)
         else:
             r = Resolved(spec, prov, "offline", None)
@@ -222,16 +228,16 @@ def resolve_backends(specs: Sequence[BackendSpec], record_args: Sequence[str] = 
 
 
 def _duplicate_guards(resolved: list[Resolved]) -> None:
-    with_cassette = [r for r in resolved if r.cassette is not None]
-    for i, a in enumerate(with_cassette):
-        for b in with_cassette[:i]:
-            if _same_file(a.cassette, b.cassette):
-                why = f"the same file ({a.cassette})"
+    with_cassette = [(r, r.cassette) for r in resolved if r.cassette is not None]
+    for i, (a, path_a) in enumerate(with_cassette):
+        for b, path_b in with_cassette[:i]:
+            if _same_file(path_a, path_b):
+                why = f"the same file ({path_a})"
             else:
-                sa, sb = _content_sha(a.cassette), _content_sha(b.cassette)
+                sa, sb = _content_sha(path_a), _content_sha(path_b)
                 if not (sa and sa == sb):
                     continue
-                why = f"byte-identical files ({b.cassette} and {a.cassette})"
+                why = f"byte-identical files ({path_b} and {path_a})"
             a.guards.append(Guard("duplicate_cassette", a.label,
                                   f"backends {b.label} and {a.label} resolve to {why}: comparing a cassette with "
                                   f"itself measures nothing — give each backend its own cassette"))
@@ -395,7 +401,7 @@ def cache_saving(r: Resolved, calls: Sequence[Request], table: PriceTable) -> tu
     """(the longest shared prefix in tokens, USD saved) when `calls` go through `r`'s prompt cache: calls
     sharing a system prompt and schema share a prefix; one writes it, the rest read it (`PriceTable.cache_saving`)."""
     least = r.provider.prompt_cache_min
-    groups: Counter = Counter((c.system, json.dumps(c.schema, sort_keys=True, separators=(",", ":"))) for c in calls)
+    groups: Counter[tuple[str, str]] = Counter((c.system, json.dumps(c.schema, sort_keys=True, separators=(",", ":"))) for c in calls)
     longest, saved = 0, 0.0
     for (system, schema), n in groups.items():
         tokens = estimate_tokens(len(system) + len(schema))
@@ -452,7 +458,7 @@ def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: Pric
     guards = list(all_guards(resolved))
     for r in resolved:
         cas = r.cassette_obj
-        counts: Counter = cas.key_counts() if cas is not None else Counter()
+        counts: Counter[str] = cas.key_counts() if cas is not None else Counter()
         hits = calls = tok_in = tok_out = 0
         usd = pass_usd = 0.0
         retries = _max_retries(r)
@@ -520,7 +526,9 @@ def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: Pric
 
 # -- opening ---------------------------------------------------------------------------------------------
 def _construct(r: Resolved, ctx: BackendContext, prices: PriceTable | None) -> Backend:
-    b = r.provider.factory(r.spec, ctx)
+    factory = r.provider.factory
+    assert factory is not None, f"backend {r.label}: a {r.kind} backend is opened by replay"  # only cassette has none
+    b = factory(r.spec, ctx)
     if prices is not None and r.provider.live and hasattr(b, "prices"):
         b.prices = prices
     return b
@@ -535,9 +543,9 @@ def open_backends(resolved: Sequence[Resolved], ctx: BackendContext | None = Non
     out: list[Backend] = []
     for r in resolved:
         if r.mode == "replay":
-            out.append(ReplayBackend(r.label, r.cassette, model=r.model, cassette=r.cassette_obj))
+            out.append(ReplayBackend(r.label, r.cassette_path, model=r.model, cassette=r.cassette_obj))
         elif r.mode == "record":
-            out.append(RecordingBackend(_construct(r, ctx, prices), r.cassette, provider=r.kind,
+            out.append(RecordingBackend(_construct(r, ctx, prices), r.cassette_path, provider=r.kind,
                                         cassette=r.cassette_obj))
         else:
             out.append(_construct(r, ctx, prices))

@@ -188,7 +188,8 @@ def label_folder(label: str) -> str:
 
 def check_labels(labels: Iterable[str]) -> list[str]:
     """The labels of one run: each a name, unique, and no two sharing a folder (``org/model`` and ``org__model``)."""
-    labels, folders = list(labels), {}
+    labels = list(labels)
+    folders: dict[str, str] = {}
     for label in labels:
         check_label(label)
         other = folders.setdefault(label_folder(label), label)
@@ -245,4 +246,5 @@ def redacted_command(argv: list[str] | None = None) -> str:
         return f"{flag}{eq}" + (f"{spec.label}={hidden.spec}" if value.startswith(f"{spec.label}=") else hidden.spec)
 
     args = sys.argv[1:] if argv is None else argv
-    return scrub(shlex.join(["evalkit", *(safe(a) for a in args)]), key_shaped=True)
+    command: str = scrub(shlex.join(["evalkit", *(safe(a) for a in args)]), key_shaped=True)  # a str stays a str
+    return command

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from evalkit._util.paths import inside
 from evalkit.corpus.sources import sha256_file
-from evalkit.corpus.tasks import SOURCES_ENV, load_tasks
+from evalkit.corpus.tasks import SOURCES_ENV, Member, load_tasks
 
 __all__ = ["DataSet", "DATASETS", "Expected", "expected_files", "problems", "render", "OK", "MISSING", "ALTERED"]
 
@@ -60,7 +60,7 @@ class Expected:
         return DATASETS.get(self.pointer.split("/", 1)[0])
 
 
-def _pins(member) -> list[tuple[str, str | None]]:
+def _pins(member: Member) -> list[tuple[str, str | None]]:
     m = member.manifest
     out: list[tuple[str, str | None]] = []
     if m.source.is_pointer:

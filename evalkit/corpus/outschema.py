@@ -58,8 +58,9 @@ def _plain(value: Any) -> Any:
 
 def _message(e: Any) -> str:
     """jsonschema's message, or — when it quotes a long value — the keyword broken and its value."""
-    if len(e.message) <= MESSAGE_LIMIT:
-        return e.message
+    message: str = e.message
+    if len(message) <= MESSAGE_LIMIT:
+        return message
     size = f" (has {len(e.instance)})" if isinstance(e.instance, (list, str, dict)) else ""
     return f"breaks {e.validator}: {json.dumps(e.validator_value)[:MESSAGE_LIMIT // 2]}{size}"
 

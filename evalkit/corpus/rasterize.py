@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 from evalkit import limits
 from evalkit.errors import LimitExceeded, UnreadableSource
@@ -21,7 +22,7 @@ from evalkit.errors import LimitExceeded, UnreadableSource
 POINTS_PER_INCH = 72
 
 
-def _open(data: bytes, where: Path | str):
+def _open(data: bytes, where: Path | str) -> Any:  # a pypdfium2.PdfDocument (pypdfium2 is untyped)
     import pypdfium2 as pdfium  # imported lazily: only the pdf and images modes need it
 
     try:

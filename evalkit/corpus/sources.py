@@ -17,12 +17,16 @@ import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from evalkit import limits
 from evalkit._util.paths import inside
 from evalkit.corpus.tasks import SOURCES_ENV, Member
 from evalkit.errors import (CorpusError, IntegrityError, LimitExceeded, NoTextLayer, SourceMissing, UnreadableSource,
                             UnsupportedInput)
+
+if TYPE_CHECKING:  # pypdf is imported where a PDF is read (start-up cost)
+    from pypdf import PageObject
 
 __all__ = ["Document", "IntegrityError", "NoTextLayer", "SourceMissing", "UnreadableSource", "UnsupportedInput",
            "check_input", "check_integrity", "document_parts", "read_document", "read_sidecar", "source_paths"]
@@ -185,7 +189,8 @@ def check_input(document: Document, mode: str, where: str) -> None:
                                 f"{limits.PAGE_IMAGES.describe()}")
 
 
-def document_parts(document: Document, mode: str, dpi: int) -> tuple[tuple, tuple[str, ...]]:
+# The parts are `evalkit.backends.base.Part`s, a layer above this one (hence Any).
+def document_parts(document: Document, mode: str, dpi: int) -> tuple[tuple[Any, ...], tuple[str, ...]]:
     """(the parts sent beside the prompt, the source files' sha256) for input `mode`: nothing in ``text``; each
     source PDF as it is (``pdf``); each page rendered to PNG at `dpi` (``images``, `evalkit.corpus.rasterize`)."""
     from evalkit.backends.base import PDF_MEDIA_TYPE, PNG_MEDIA_TYPE, Part
@@ -225,7 +230,7 @@ def open_document(paths: list[Path]) -> None:
             _pdf_pages(p)
 
 
-def _pdf_pages(path: Path) -> list:
+def _pdf_pages(path: Path) -> list[PageObject]:
     from pypdf import PdfReader  # imported lazily: only PDF members need it
 
     try:

@@ -66,17 +66,18 @@ def check_overrides(raw: dict[str, Any] | None) -> dict[str, Any]:
 
     from evalkit.errors import UsageError
 
+    raw = raw or {}
     known = list(Settings.model_fields)
-    unknown = [k for k in raw or {} if k not in known]
+    unknown = [k for k in raw if k not in known]
     if unknown:
         raise UsageError(f"--set {unknown[0]}: not a task setting (known: {', '.join(known)})")
     try:
-        checked = Settings.model_validate(raw or {})
+        checked = Settings.model_validate(raw)
     except ValidationError as e:
         err = e.errors()[0]
-        key = err["loc"][0]
+        key = str(err["loc"][0])  # a field's name: Settings has no lists
         raise UsageError(f"--set {key}={raw[key]!s}: {err['msg']}") from None
-    return {k: getattr(checked, k) for k in raw or {}}
+    return {k: getattr(checked, k) for k in raw}
 
 
 def parse_settings(pairs: list[str] | tuple[str, ...] | None) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 
 from evalkit._util.paths import case_twin, check_name, inside
 from evalkit._util.resources import CHECKOUT
-from evalkit._util.yamlio import Locator, format_keypath, load_yaml
+from evalkit._util.yamlio import KeyPath, Locator, format_keypath, load_yaml
 from evalkit.corpus.outschema import schema_problem
 from evalkit.corpus.specs import Manifest, TaskSpec
 from evalkit.errors import CorpusError, EvalkitError, InvalidCorpus
@@ -45,7 +45,7 @@ DEFAULT_CORPUS = default_corpus()
 SOURCES_ENV = "EVALKIT_SOURCES"
 
 
-def _problems(err: ValidationError, loc: Locator, prefix: tuple = ()) -> list[str]:
+def _problems(err: ValidationError, loc: Locator, prefix: KeyPath = ()) -> list[str]:
     out = []
     for e in err.errors():
         keypath = prefix + tuple(e["loc"])
@@ -60,7 +60,7 @@ def _problems(err: ValidationError, loc: Locator, prefix: tuple = ()) -> list[st
     return out
 
 
-def parse(model: type[BaseModel], path: Path, prefix: tuple = ()) -> tuple[Any, Locator]:
+def parse(model: type[BaseModel], path: Path, prefix: KeyPath = ()) -> tuple[Any, Locator]:
     """Load YAML at `path` and validate it against `model` (raise InvalidCorpus)."""
     data, loc = load_yaml(path)
     if prefix:
@@ -133,7 +133,7 @@ class Member:
     dir: Path
     manifest: Manifest
     # (file state, truth) of the last truth validated: a run reads it for the gate, the fake backend and the scorer.
-    _truth: tuple[tuple, Any] | None = field(default=None, init=False, repr=False, compare=False)
+    _truth: tuple[tuple[Path, int, int], Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def id(self) -> str:

@@ -63,6 +63,7 @@ def _local(task_dir: Path, ref: str) -> Scorer:
         del sys.modules[name]  # another task folder of the same name may have been loaded before
     spec = importlib.util.spec_from_file_location(modname, entry,
                                                   submodule_search_locations=[str(path)] if package else None)
+    assert spec is not None and spec.loader is not None  # a .py file always has both
     mod = importlib.util.module_from_spec(spec)
     sys.modules[modname] = mod
     spec.loader.exec_module(mod)

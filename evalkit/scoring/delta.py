@@ -60,8 +60,8 @@ def metric_deltas(a: Side, b: Side, task: str, stream: tuple[str, ...] = ()) -> 
     for name in ["score", *names]:
         def value(d: Mapping[str, Any], name: str = name) -> float | None:  # this iteration's name, bound
             return as_number(d.get("score") if name == "score" else (d.get("metrics") or {}).get(name))
-        pairs = [(value(sa[m]), value(sb[m])) for m in both]
-        pairs = [(x, y) for x, y in pairs if x is not None and y is not None]
+        values = [(value(sa[m]), value(sb[m])) for m in both]
+        pairs = [(x, y) for x, y in values if x is not None and y is not None]
         d = paired_difference(pairs, sub_seed(SEED, task, *stream, "delta", name))
         per_member = [{"member": m, "a": value(sa[m]), "b": value(sb[m])} for m in both
                       if value(sa[m]) is not None and value(sb[m]) is not None]
@@ -108,7 +108,10 @@ def verdict_flips(a: Side, b: Side) -> list[dict[str, Any]]:
             for m in sorted(sa.keys() & sb.keys()) if sa[m].get("passed") != sb[m].get("passed")]
 
 
-def _identity(row: Mapping[str, Any]) -> tuple:
+Identity = tuple[tuple[str, str], ...]  # an item's (column, JSON value) pairs
+
+
+def _identity(row: Mapping[str, Any]) -> Identity:
     return tuple((c, json.dumps(row.get(c), sort_keys=True, default=str)) for c in IDENTITY if c in row)
 
 
@@ -117,8 +120,8 @@ def _label(row: Mapping[str, Any]) -> str:
                       for c in IDENTITY if c in row)
 
 
-def _items(d: Mapping[str, Any]) -> dict[tuple, Mapping[str, Any]]:
-    out: dict[tuple, Mapping[str, Any]] = {}
+def _items(d: Mapping[str, Any]) -> dict[Identity, Mapping[str, Any]]:
+    out: dict[Identity, Mapping[str, Any]] = {}
     for i, row in enumerate(d.get("items") or []):
         key = _identity(row) or (("row", str(i)),)
         while key in out:  # two rows with one identity (a repeated key): keep both, in order
@@ -140,7 +143,7 @@ def changed_items(a: Side, b: Side) -> list[dict[str, Any]]:
             before, after = (ra or {}).get("outcome"), (rb or {}).get("outcome")
             if ra is not None and rb is not None and before == after:
                 continue
-            row = rb if rb is not None else ra
+            row = rb if rb is not None else ia[key]  # a key of `ib` or else of `ia`
             rows.append({"member": m, "item": _label(row), "field": row.get("field", row.get("axis")),
                          "before": before or "—", "after": after or "—",
                          "value_before": (ra or {}).get("extracted"), "value_after": (rb or {}).get("extracted"),

@@ -129,19 +129,19 @@ def bears(kind: str, value: Any, quote: str, tolerance: float = 0.0, derive: str
     if kind == "exact_text":
         return " ".join(str(value).split()) in " ".join(quote.split())
     if kind == "number":
-        v, found = parse_number(value), _numbers(quote)
-        if v is None:
+        number, found = parse_number(value), _numbers(quote)
+        if number is None:
             return False
-        if any(numbers_close(v, n, tolerance) for n in found):
+        if any(numbers_close(number, n, tolerance) for n in found):
             return True
         addends = _numbers(quote, amounts=True)
-        return derive == "sum" and len(addends) > 1 and numbers_close(v, round(sum(addends), 9), tolerance)
+        return derive == "sum" and len(addends) > 1 and numbers_close(number, round(sum(addends), 9), tolerance)
     if kind == "date":
-        v = parse_date(value)
-        return v is not None and any(parse_date(w) == v for w in _windows(quote))
+        day = parse_date(value)
+        return day is not None and any(parse_date(w) == day for w in _windows(quote))
     if kind == "duration":
-        v = parse_duration(value)
-        return v is not None and any(parse_duration(w) == v for w in _windows(quote))
+        span = parse_duration(value)
+        return span is not None and any(parse_duration(w) == span for w in _windows(quote))
     return False
 
 

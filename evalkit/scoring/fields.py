@@ -369,7 +369,7 @@ COMPARE: dict[str, Compare] = {
 
 
 def _terms_rows(ctx: ScoreContext, name: str, spec: FieldSpec, exp: Any, got: Any, source: list[str] | None,
-                penalty: float) -> list[dict]:
+                penalty: float) -> list[dict[str, Any]]:
     """Kind `terms`: truth and extracted terms aligned (scoring/terms.py), then one row per field of
     each pair (`terms[1].term_rate`, numbered by the truth term); a truth term nothing aligns with gives
     its fields as missing, an extracted term aligned with nothing its fields as extra (or hallucinated)."""
@@ -386,7 +386,7 @@ def _terms_rows(ctx: ScoreContext, name: str, spec: FieldSpec, exp: Any, got: An
         return COMPARE[subs[f].kind](e, g, subs[f])[0]
 
     found = align(expected, extracted, same, spec.align_by, spec.tie_by)
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     for i, j in found.pairs:
         e, g = expected[i], extracted[j]
         rows += [_row(ctx, f"{name}[{i + 1}].{f}", sub, e.get(f), g.get(f), source, penalty) for f, sub in subs.items()]
@@ -405,7 +405,7 @@ def _terms_rows(ctx: ScoreContext, name: str, spec: FieldSpec, exp: Any, got: An
     return rows
 
 
-def _table_rows(ctx: ScoreContext, name: str, spec: FieldSpec, exp: Any, got: Any) -> tuple[list[dict], Any]:
+def _table_rows(ctx: ScoreContext, name: str, spec: FieldSpec, exp: Any, got: Any) -> tuple[list[dict[str, Any]], Any]:
     """Kind `table`: rows aligned by assignment, then one item row per cell (scoring/tables.py), with `row` and
     `column`. The table's credit is its cell F1 × weight: each cell row weighs its share of the F1 denominator
     2·TP + FP + FN (a cell with values on both sides twice, one with a value on one side once), so Σ credit
@@ -435,7 +435,7 @@ def _table_rows(ctx: ScoreContext, name: str, spec: FieldSpec, exp: Any, got: An
 
 
 def _field_rows(ctx: ScoreContext, name: str, spec: FieldSpec, exp: Any, got: Any, source: list[str] | None,
-                penalty: float) -> list[dict]:
+                penalty: float) -> list[dict[str, Any]]:
     if spec.kind == "terms":
         return _terms_rows(ctx, name, spec, exp, got, source, penalty)
     return [_row(ctx, name, spec, exp, got, source, penalty)]
@@ -458,7 +458,7 @@ def declared_pattern(ctx: ScoreContext, name: str) -> str | None:
 
 
 def _row(ctx: ScoreContext, name: str, spec: FieldSpec, exp: Any, got: Any, source: list[str] | None,
-         penalty: float) -> dict:
+         penalty: float) -> dict[str, Any]:
     row = {
         "member": ctx.member_id,
         "field": name,
@@ -486,7 +486,7 @@ def _row(ctx: ScoreContext, name: str, spec: FieldSpec, exp: Any, got: Any, sour
     return row | {"outcome": outcome, "credit": spec.weight if outcome == "match" else 0.0, "reason": reason}
 
 
-def _note(row: dict) -> str | None:
+def _note(row: dict[str, Any]) -> str | None:
     f, o, e, g = row["field"], row["outcome"], row["expected"], row["extracted"]
     if o == "match":
         return None
@@ -521,7 +521,7 @@ def _table_metrics(tables: list[Any]) -> dict[str, float | int | None]:
     return cells | {"table_structure": math.fsum(t.structure for t in shaped) / len(shaped)}
 
 
-def _evidence(ctx: ScoreContext, opts: FieldsOptions, rows: list[dict], record: dict) -> list[dict] | None:
+def _evidence(ctx: ScoreContext, opts: FieldsOptions, rows: list[dict[str, Any]], record: dict[str, Any]) -> list[dict[str, Any]] | None:
     """One evidence row per field that asks for it and has an extracted value (scoring/evidence.py); its outcome
     is also written on the field's item row (`evidence`). None when the task asks for no evidence."""
     from evalkit.scoring.evidence import judge
@@ -544,7 +544,7 @@ def _evidence(ctx: ScoreContext, opts: FieldsOptions, rows: list[dict], record: 
     return out
 
 
-def _evidence_metrics(evidence: list[dict] | None) -> dict[str, float | int | None]:
+def _evidence_metrics(evidence: list[dict[str, Any]] | None) -> dict[str, float | int | None]:
     from evalkit.scoring.evidence import OUTCOMES
 
     if evidence is None:
@@ -573,7 +573,7 @@ def score(extraction: Any, truth: FieldsTruth, ctx: ScoreContext) -> ScoreResult
     got_of = record or {}
     source = document_keys(ctx.source_text or "")
 
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     tables = []
     for name, spec in opts.fields.items():
         if spec.kind == "table":

@@ -68,7 +68,8 @@ def run_gate(record: dict[str, Any] | None, gate: GateOptions) -> GateResult:
         if bad:
             reasons.extend(bad)
             continue
-        total = sum((exact(n) for n in numbers), Decimal(0))  # decimal: 0.7 + 0.3 is exactly 1.0
+        # decimal: 0.7 + 0.3 is exactly 1.0 (and no n is None: `bad` is empty)
+        total = sum((exact(n) for n in numbers if n is not None), Decimal(0))
         if abs(total - exact(rule.total)) > exact(rule.tolerance):
             tol = f" ± {_fmt(rule.tolerance)}" if rule.tolerance else ""
             reasons.append(f"{' + '.join(rule.fields)} = {show_decimal(total)}, expected {_fmt(rule.total)}{tol}")

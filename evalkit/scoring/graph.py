@@ -202,7 +202,7 @@ def _items(record: dict[str, Any], axis: str, fields: tuple[str, ...], notes: li
         if bad:
             notes.append(f"{axis}[{i}]: {', '.join(bad)} missing or not a non-empty string; ignored")
             continue
-        out.append({f: item.get(f) if isinstance(item.get(f), str) else "" for f in fields})
+        out.append({f: v if isinstance(v := item.get(f), str) else "" for f in fields})
     return out
 
 
@@ -237,13 +237,13 @@ def _annotate(rows: list[dict[str, Any]], axis: str, options: GraphOptions) -> N
             if row["outcome"] != "missed":
                 continue
             head, label, tail = row["key"]
-            other = spurious.get((tail, label, head))
-            if other is not None:
+            swapped = spurious.get((tail, label, head))
+            if swapped is not None:
                 row["reason"] += f" (extracted with head and tail swapped; {row['expected']['relation']!r} is directed)"
-                other["reason"] += " (the truth has it with head and tail swapped)"
+                swapped["reason"] += " (the truth has it with head and tail swapped)"
 
 
-def _compare(axis: str, expected: list[dict], extracted: list[dict], options: GraphOptions,
+def _compare(axis: str, expected: list[dict[str, str]], extracted: list[dict[str, str]], options: GraphOptions,
              member: str, details: dict[str, Any]) -> tuple[PRF, list[dict[str, Any]]]:
     key = (lambda e: entity_key(e, options)) if axis == "entities" else (lambda r: relation_key(r, options))
     prf, rows = match_sets(expected, extracted, key=key, show=dict)
@@ -312,7 +312,9 @@ def score(extraction: dict[str, Any] | None, truth: GraphTruth, ctx: ScoreContex
         if ontology.get("mode") == "strict":
             from evalkit.scoring.ontology import Ontology
 
-            figures = compliance(record, Ontology.from_json(ontology))
+            vocabulary = Ontology.from_json(ontology)
+            assert vocabulary is not None  # `ontology` is not empty
+            figures = compliance(record, vocabulary)
             metrics["vocabulary_compliance"] = figures["vocabulary_compliance"]
             details["vocabulary"] = {k: v for k, v in figures.items() if k != "vocabulary_compliance"}
 
@@ -352,9 +354,9 @@ def _apply_judgments(items: list[dict[str, Any]], metrics: dict[str, Any], judgm
         for pair in verdicts.get("accepted") or []:
             m, s = missed.pop(_canon(pair.get("expected_key")), None), spurious.pop(_canon(pair.get("extracted_key")), None)
             if m is None or s is None:  # stale, repeated or not a strict leftover: never counted
-                for key, row, pool in ((pair.get("expected_key"), m, missed), (pair.get("extracted_key"), s, spurious)):
-                    if row is not None:
-                        pool[_canon(key)] = row
+                for key, kept, pool in ((pair.get("expected_key"), m, missed), (pair.get("extracted_key"), s, spurious)):
+                    if kept is not None:
+                        pool[_canon(key)] = kept
                 continue
             accepted += 1
             why = f": {pair['reason']}" if pair.get("reason") else ""
@@ -375,7 +377,8 @@ def _show(item: Any) -> str:
 
 
 def _counts(result: ScoreResult, prefix: str) -> tuple[int, int, int]:
-    return tuple(int(result.metrics.get(f"{prefix}_{c}") or 0) for c in ("tp", "fp", "fn"))
+    tp, fp, fn = (int(result.metrics.get(f"{prefix}_{c}") or 0) for c in ("tp", "fp", "fn"))
+    return tp, fp, fn
 
 
 def corpus_metrics(results: Iterable[ScoreResult]) -> dict[str, float | int | None]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from evalkit.scoring import stats
 from evalkit.scoring.base import ratio
@@ -38,12 +38,15 @@ class PRF:
                 f"{prefix}_tp": self.tp, f"{prefix}_fp": self.fp, f"{prefix}_fn": self.fn}
 
 
+K = TypeVar("K", bound=Hashable)  # an item's key
+
+
 def match_sets(
     expected: Iterable[Any],
     extracted: Iterable[Any],
-    key: Callable[[Any], Hashable],
+    key: Callable[[Any], K],
     show: Callable[[Any], Any] = lambda x: x,
-    universe: Callable[[Hashable], bool] | None = None,
+    universe: Callable[[K], bool] | None = None,
 ) -> tuple[PRF, list[dict[str, Any]]]:
     """Compare two collections as sets of keys.
 
@@ -51,10 +54,10 @@ def match_sets(
     keys outside it are dropped from both sides (the truth asserts nothing
     there), so they are neither misses nor false positives.
     """
-    exp: dict[Hashable, Any] = {}
+    exp: dict[K, Any] = {}
     for item in expected:
         exp.setdefault(key(item), item)
-    ext: dict[Hashable, Any] = {}
+    ext: dict[K, Any] = {}
     for item in extracted:
         ext.setdefault(key(item), item)
     if universe is not None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -83,12 +83,13 @@ def f1(tp: float, fp: float, fn: float) -> float | None:
     return None if not denom else float(2 * tp / denom)
 
 
-def summed(counts: Iterable[Sequence[float]]) -> tuple[Any, Any, Any]:
+Count = TypeVar("Count", int, float)
+
+
+def summed(counts: Iterable[Sequence[Count]]) -> tuple[Count, Count, Count]:
     """The members' (tp, fp, fn) rows summed: the counts a micro figure is computed from."""
-    tp = fp = fn = 0
-    for row in counts:
-        tp, fp, fn = tp + row[0], fp + row[1], fn + row[2]
-    return tp, fp, fn
+    rows = list(counts)
+    return sum(r[0] for r in rows), sum(r[1] for r in rows), sum(r[2] for r in rows)
 
 
 def micro_f1(counts: Iterable[Sequence[float]]) -> float | None:
@@ -129,7 +130,8 @@ def bootstrap_ci(sample: Any, statistic: Callable[[np.ndarray], np.ndarray], see
 
 
 def _resampled_means(resamples: np.ndarray) -> np.ndarray:
-    return resamples.mean(axis=1)
+    means: np.ndarray = resamples.mean(axis=1)
+    return means
 
 
 def _resampled_micro_f1(resamples: np.ndarray) -> np.ndarray:
@@ -215,7 +217,9 @@ def paired_difference(pairs: Iterable[tuple[Any, Any]], seed: Seed = SEED) -> di
     if not d:
         return {"mean": None, "ci": None, "p": None, "n": 0}
     ci = mean_ci(d, seed)
-    p = min(1.0, 2 * min(_sign_flip_tails(d, seed)))  # type: ignore[arg-type]
+    tails = _sign_flip_tails(d, seed)
+    assert tails is not None  # None only without differences
+    p = min(1.0, 2 * min(tails))
     return {"mean": math.fsum(d) / len(d), "ci": list(ci) if ci else None, "p": p, "n": len(d)}
 
 
@@ -226,11 +230,12 @@ def holm(ps: Sequence[float | None]) -> list[float | None]:
     """Holm's step-down adjustment (family-wise error) of `ps`, in their order; None stays None and is not
     counted in the family. Adjusted p_(i) = max over j ≤ i of min(1, (m − j + 1)·p_(j)), sorted ascending."""
     present = sorted((p, i) for i, p in enumerate(ps) if p is not None)
-    m, out, running = len(present), [None] * len(ps), 0.0
+    out: list[float | None] = [None] * len(ps)
+    m, running = len(present), 0.0
     for rank, (p, i) in enumerate(present):
         running = max(running, min(1.0, (m - rank) * p))
         out[i] = running
-    return out  # type: ignore[return-value]
+    return out
 
 
 def format_p(p: float | None) -> str:

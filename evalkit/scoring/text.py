@@ -14,6 +14,10 @@ import re
 import string
 from collections import Counter
 from functools import lru_cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # inflect is imported on first use (start-up cost)
+    import inflect
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCT = str.maketrans({c: " " for c in string.punctuation + "“”‘’–—"})
@@ -26,7 +30,7 @@ def normalize(text: object) -> str:
 
 
 @lru_cache(maxsize=1)
-def _inflect():
+def _inflect() -> inflect.engine:
     import inflect  # imported lazily: only scorers that fold need it
 
     return inflect.engine()
@@ -49,8 +53,8 @@ def fold(text: object) -> str:
     *head, last = s.split()
     if any(c.isdigit() for c in last) or last in _KEEP:
         return s
-    singular = _inflect().singular_noun(last)
-    return " ".join([*head, singular or last])
+    singular = _inflect().singular_noun(last)  # False for a word that is not a plural
+    return " ".join([*head, singular if isinstance(singular, str) and singular else last])
 
 
 def tokens(text: object) -> list[str]:

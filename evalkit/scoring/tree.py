@@ -106,7 +106,7 @@ def align_many_to_one(
     return out
 
 
-def edge(a: Hashable, b: Hashable) -> tuple:
+def edge(a: Hashable, b: Hashable) -> tuple[Hashable, ...]:
     """An undirected pair as a sorted tuple (JSON-friendly, hashable)."""
     return tuple(sorted((a, b), key=str))
 
@@ -116,9 +116,9 @@ def edge_label(pair: Iterable[object], sep: str = " – ") -> str:
 
 
 def pair_prf(
-    truth_pairs: Iterable[tuple],
-    extracted_pairs: Iterable[tuple],
-    in_universe: Callable[[tuple], bool] | None = None,
+    truth_pairs: Iterable[tuple[Hashable, Hashable]],
+    extracted_pairs: Iterable[tuple[Hashable, Hashable]],
+    in_universe: Callable[[tuple[Hashable, ...]], bool] | None = None,
 ) -> tuple[PRF, list[dict[str, Any]]]:
     """Undirected pairs compared as sets; pairs outside `in_universe` leave both sides."""
     return match_sets(
