@@ -240,7 +240,8 @@ def test_truth_records_satisfy_the_schema():
 
 @needs_sources
 def test_members_parse_with_evalkit_models():
-    from evalkit.corpus.specs import FieldsTruth, Manifest
+    from evalkit.corpus.specs import Manifest
+    from evalkit.scoring.fields import FieldsTruth
     from evalkit.corpus.tasks import parse
 
     for row in _rows():

@@ -8,7 +8,7 @@ from fractions import Fraction
 import pytest
 from pydantic import ValidationError
 
-from evalkit.corpus.specs import FieldsTruth
+from evalkit.scoring.fields import FieldsTruth
 from evalkit.scoring import ScoreContext
 from evalkit.scoring.fields import SCORER, FieldsOptions, score
 from evalkit.scoring.gate import GateOptions, run_gate

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from evalkit.corpus.specs import FieldsTruth
+from evalkit.scoring.fields import FieldsTruth
 from evalkit.scoring import ScoreContext
 from evalkit.scoring.fields import FieldsOptions, score
 from evalkit.scoring.tables import align

@@ -36,7 +36,8 @@ import json
 import os
 from typing import Any
 
-from evalkit.backends.base import PDF_MEDIA_TYPE, BackendContext, Request
+from evalkit.backends.base import BackendContext, Request
+from evalkit.corpus.parts import PDF_MEDIA_TYPE
 from evalkit.backends.live import (
     Attempt,
     LiveBackend,

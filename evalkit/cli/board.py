@@ -88,7 +88,7 @@ def band_cmd(n_sweeps, backend, sweep_backends, from_runs, label, band_out, runs
     Give exactly one of: --backend NAME=SPEC with --sweeps N (live, N runs), --sweep-backend
     NAME=SPEC once per sweep (recorded cassettes), or --from-run DIR once per sweep.
     """
-    from evalkit.results.band import measure
+    from evalkit.board.measure import measure
     from evalkit.scoring.stats import SEED
 
     if sum(bool(x) for x in (backend, sweep_backends, from_runs)) != 1:

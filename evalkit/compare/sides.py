@@ -11,7 +11,7 @@ extraction.json / score.json / judgments.json, the task's pairwise.json). For ev
   and the items whose outcome changed; `nothing_comparable` says why a task has none;
 * `calls_table`: per backend, errors and error rate and the answers' parse outcomes
   (`evalkit.status.count` over the member rows: the counts of summary.json), latency
-  percentiles, tokens and USD (`evalkit.execution.pool.call_figures` over the extraction calls' run
+  percentiles, tokens and USD (`evalkit.results.calls.call_figures` over the extraction calls' run
   blocks), and, under a strict ontology, vocabulary compliance.
 
 Graph tasks add:
@@ -170,9 +170,9 @@ def f1_table(c: Comparison, n_boot: int = RESAMPLES, seed: int = SEED) -> pd.Dat
 # ----------------------------------------------------------------------------- calls
 
 def calls_figures(c: Comparison) -> list[dict[str, Any]]:
-    """Per backend: what its calls took (`pool.call_figures`) and its counts (`evalkit.status.count` over its
+    """Per backend: what its calls took (`results.calls.call_figures`) and its counts (`evalkit.status.count` over its
     member rows, as summary.json's): errors are members with no score; the scored answers' parse outcomes."""
-    from evalkit.execution.pool import call_figures
+    from evalkit.results.calls import call_figures
     from evalkit.scoring.ontology import aggregate_compliance
 
     scored = runfolder.scan(runfolder.task_dir(c.run_dir, c.task)) if c.ontology_mode == "strict" else []

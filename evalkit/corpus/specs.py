@@ -6,7 +6,9 @@ import datetime as _dt
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from evalkit._util.strict import Strict
 
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -16,10 +18,6 @@ def relative(path: str) -> str:
     if path.startswith(("/", "\\")) or ".." in path.replace("\\", "/").split("/"):
         raise ValueError(f"{path!r} must be a relative path inside its folder")
     return path
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Prompt(Strict):
@@ -233,12 +231,3 @@ class Manifest(Strict):
         if isinstance(self.sha256, str) and len(self.source.paths) != 1:
             raise ValueError("a source with several files needs a sha256 mapping, one per path")
         return self
-
-
-class FieldsTruth(Strict):
-    """truth.yaml of a flat-fields task."""
-
-    record: dict[str, Any]
-    expected_missing_fields: list[str] = Field(default_factory=list)
-    expected_blocking: bool = False
-    notes: str | None = None

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from evalkit.corpus.specs import FieldsTruth, Strict
+from evalkit._util.strict import Strict
 from evalkit.scoring.base import Metric, ScoreContext, Scorer, ScoreResult, ratio
 from evalkit.scoring.gate import GateOptions, GateResult, is_missing, run_gate
 from evalkit.scoring.normalize import (
@@ -46,6 +46,15 @@ Kind = Literal["id", "text", "exact_text", "enum", "number", "date", "duration",
                "table"]
 CELL_KINDS = ("id", "text", "exact_text", "enum", "number", "date", "duration", "set", "parties")  # a table's columns
 CONDITION_TOLERANCE = 0.001  # numbers inside conditions are mostly rates; exact equality is too strict
+
+
+class FieldsTruth(Strict):
+    """truth.yaml of a flat-fields task."""
+
+    record: dict[str, Any]
+    expected_missing_fields: list[str] = Field(default_factory=list)
+    expected_blocking: bool = False
+    notes: str | None = None
 
 
 class FieldSpec(Strict):

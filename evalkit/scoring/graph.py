@@ -52,7 +52,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from evalkit.corpus.specs import Strict as _Strict
+from evalkit._util.strict import Strict as _Strict
 from evalkit.scoring.base import Metric, ScoreContext, Scorer, ScoreResult
 from evalkit.scoring.ontology import compliance
 from evalkit.scoring.sets import PRF, match_sets

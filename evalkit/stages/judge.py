@@ -251,7 +251,8 @@ def judge_phase(run_dir: Path, homes: Sequence[Home], documents: dict[str, Any],
     Writes judgments.json per member × backend (reference), pairwise.json per task (pairwise) and
     judge.json in the run folder. Returns counts and the stderr messages (the runner prints them).
     """
-    from evalkit.execution.pool import Job, run_pool, summarize_calls
+    from evalkit.execution.pool import Job, run_pool
+    from evalkit.results.calls import summarize_calls
     from evalkit.stages.pipeline import reference_truth, request_sha, score_record
     from evalkit.status import Failed
 
