@@ -17,6 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 from evalkit.backends import BackendSpec
+from evalkit.errors import EvalkitError
+from evalkit.report.frames import MEMBER_COLUMNS, load_scores
+from evalkit.results.runfolder import read_run_json, read_summary, scan
+from evalkit.stages.runner import run as run_with
+from evalkit.stages.runner import run_options
+from evalkit.status import NOT_COVERED, SKIPPED, count, shown
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,8 +54,6 @@ def run(corpus: str | Path, backends: Iterable[str | BackendSpec], *, out: str |
     Returns the `RunResult`: ``run_dir``, one `Outcome` per member × backend (status, score, passed,
     metrics) and ``exit_code`` (what `evalkit run` would exit with). Load its tables with `load_run`.
     """
-    from evalkit.stages.runner import run as run_with
-    from evalkit.stages.runner import run_options
 
     return run_with(run_options(corpus=corpus, backends=_specs(backends), sources=sources, tasks=tasks, only=only,
                                 out=out, threshold=threshold, notebooks=notebooks, html=html and notebooks,
@@ -61,7 +65,6 @@ def score(corpus: str | Path, predictions: str | Path, **kwargs) -> RunResult:
 
     Takes `run`'s keyword arguments (`out`, `sources`, `tasks`, `only`, `threshold`, `notebooks`, `html`,
     `workers`); the backend is labelled ``predictions``."""
-    from evalkit.errors import EvalkitError
 
     if not Path(predictions).is_dir():
         raise EvalkitError(f"{predictions}: predictions folder not found")
@@ -86,8 +89,6 @@ class RunTables:
         """One row per task × backend: every count of summary.json (`evalkit.status.count`, the one counter)."""
         import pandas as pd
 
-        from evalkit.status import count
-
         rows = [{"task": task, "backend": backend, **count(m.to_dict("records")).to_json()}
                 for (task, backend), m in self.members.groupby(["task", "backend"], sort=False)]
         return pd.DataFrame(rows)
@@ -96,8 +97,6 @@ class RunTables:
 def _unscored_rows(path: str | Path) -> list[dict]:
     """The member × backends a run has no result folder for, from its summary.json: not covered (per
     backend) and skipped or refused (the task's members the gate left out, for each backend)."""
-    from evalkit.results.runfolder import read_run_json, read_summary
-    from evalkit.status import NOT_COVERED, SKIPPED, shown
 
     heldout = set(read_run_json(path).get("heldout") or [])
     rows = []
@@ -118,9 +117,6 @@ def load_run(path: str | Path) -> RunTables:
 
     Raises `evalkit.errors.CorpusError` when `path` is not a folder."""
     import pandas as pd
-
-    from evalkit.report.frames import MEMBER_COLUMNS, load_scores
-    from evalkit.results.runfolder import scan
 
     tasks = sorted({s.task for s in scan(path, status=None, unscored=True)})
     frames = [load_scores(path, t) for t in tasks]

@@ -22,7 +22,9 @@ its answer for up to `ORPHAN_GRACE_S` — an answer received is paid for, and th
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import multiprocessing.util
 import os
 import signal
 import sys
@@ -118,7 +120,6 @@ def worker_signals(grace: float = 0.0) -> None:
 
     Off the main thread (a Dask worker's task thread: `evalkit.execution.scheduler`) it does nothing: that process's
     signals are its owner's (the Dask worker stops itself and its children), and Python allows none to be set."""
-    import threading
 
     if threading.current_thread() is not threading.main_thread():
         return
@@ -138,7 +139,6 @@ _leaving = threading.Lock()
 
 def _leave(status: int, grace: float) -> None:
     """Stop this worker's children (SIGKILL after `grace` s), run the `on_stop` cleanups, exit with `status`."""
-    import multiprocessing.util
 
     import psutil
 
@@ -175,7 +175,6 @@ def watch_parent(parent: int | None = None, grace: float = 0.0, orphan_grace: fl
     one) is gone, however it died: a daemon thread looks every `PARENT_POLL_S`; on Linux the kernel also sends
     `PARENT_GONE` the moment it dies (``PR_SET_PDEATHSIG``), which only wakes that thread. A worker's call in
     flight (`finishing`) gets `orphan_grace` s to record its answer first."""
-    import multiprocessing
 
     if parent is None:
         known = multiprocessing.parent_process()  # the spawner's pid, even if it died before we got here
@@ -201,7 +200,6 @@ def _death_signal(signum: int) -> None:
     """Linux: have the kernel send `signum` to this process when its parent dies (elsewhere: nothing)."""
     if not sys.platform.startswith("linux"):
         return
-    import ctypes
 
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signum), 0, 0, 0)  # 1: PR_SET_PDEATHSIG

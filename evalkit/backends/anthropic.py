@@ -37,7 +37,6 @@ import os
 from typing import Any
 
 from evalkit.backends.base import BackendContext, Request
-from evalkit.corpus.parts import PDF_MEDIA_TYPE
 from evalkit.backends.live import (
     Attempt,
     LiveBackend,
@@ -54,6 +53,7 @@ from evalkit.backends.live import (
 )
 from evalkit.backends.providers import Provider
 from evalkit.backends.spec import BackendSpec
+from evalkit.corpus.parts import PDF_MEDIA_TYPE
 from evalkit.corpus.specs import INPUT_MODES
 from evalkit.errors import BackendError, UsageError
 

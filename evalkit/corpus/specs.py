@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from evalkit._util.strict import Strict
+from evalkit.errors import UsageError
 
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -62,8 +63,6 @@ def check_overrides(raw: dict[str, Any] | None) -> dict[str, Any]:
     value is a `UsageError` naming it and what is allowed."""
     from pydantic import ValidationError
 
-    from evalkit.errors import UsageError
-
     known = list(Settings.model_fields)
     unknown = [k for k in raw or {} if k not in known]
     if unknown:
@@ -79,7 +78,6 @@ def check_overrides(raw: dict[str, Any] | None) -> dict[str, Any]:
 
 def parse_settings(pairs: list[str] | tuple[str, ...] | None) -> dict[str, Any]:
     """``--set KEY=VALUE`` pairs → `check_overrides` of them."""
-    from evalkit.errors import UsageError
 
     raw: dict[str, Any] = {}
     for pair in pairs or ():

@@ -28,6 +28,7 @@ import os
 import sys
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -37,6 +38,7 @@ from evalkit._util.jsonio import partial_path, write_text
 from evalkit._util.resources import NOTEBOOKS_DIR  # the templates ship in the package
 from evalkit._util.resources import jupyter_dir as _default_jupyter_dir
 from evalkit.backends import BackendSpec
+from evalkit.backends.redact import scrub
 from evalkit.execution.workers import run_all
 from evalkit.results import runfolder
 
@@ -166,8 +168,6 @@ def _scrubbed(outputs: list[Any]) -> list[Any]:
     """`outputs` with every secret scrubbed; an error's name, value and traceback by both rules."""
     import nbformat
 
-    from evalkit.backends.redact import scrub
-
     clean = [scrub(o, key_shaped=o.get("output_type") == "error") for o in outputs]
     return outputs if clean == outputs else [nbformat.from_dict(o) for o in clean]
 
@@ -206,7 +206,6 @@ def _off_main_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     failed notebook); off it, this worker's own handlers (`interrupt.worker_signals`) stay in force. One
     thread for every notebook: a warm kernel's client lives in that thread's event loop."""
     global _thread
-    from concurrent.futures import ThreadPoolExecutor
 
     if _thread is None:
         _thread = ThreadPoolExecutor(1, thread_name_prefix="papermill")
@@ -220,6 +219,7 @@ def _run_one(notebook: str, output: str, parameters: dict[str, Any], cwd: str, t
     from papermill.exceptions import PapermillExecutionError
     from traitlets.config import Config
 
+    # lazy: a cycle, papermill's entry point imports execution.kernels back
     from evalkit.execution.kernels import ENGINE, kernel_files, remove_kernel_files
 
     t0 = time.perf_counter()
@@ -264,8 +264,6 @@ def _run_one(notebook: str, output: str, parameters: dict[str, Any], cwd: str, t
 # --------------------------------------------------------------------------- pool
 
 def _result(job: NotebookJob, raw: tuple | Exception) -> NotebookResult:
-    from evalkit.backends.redact import scrub
-
     if isinstance(raw, Exception):  # the worker process itself failed (or died: `workers.WorkerDied`)
         text = scrub(str(raw), key_shaped=True)
         return NotebookResult(job, False, f"{type(raw).__name__}: {text}", type(raw).__name__, text)

@@ -18,6 +18,7 @@ the run folder's path as the client names it: on other machines that path must b
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import sys
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, Iterator, Sequence
 
 from evalkit.errors import UsageError
+from evalkit.execution.workers import WorkerDied, _start
 
 __all__ = ["Scheduler", "parse", "connect", "Cluster", "shared_limits", "SharedLedger"]
 
@@ -70,7 +72,6 @@ def parse(spec: str | Scheduler) -> Scheduler:
 def connect(spec: str | Scheduler) -> Iterator["Cluster"]:
     """An open `Cluster` for the block: a LocalCluster started and stopped with it, or an attached scheduler
     (left running). A scheduler that cannot be reached is a `UsageError` naming the address."""
-    import logging
 
     import dask
 
@@ -199,8 +200,6 @@ def batch_size(ready: int, threads: int) -> int:
 def _died(e: Exception) -> Any:
     from distributed.scheduler import KilledWorker
 
-    from evalkit.execution.workers import WorkerDied
-
     return WorkerDied() if isinstance(e, KilledWorker) else e
 
 
@@ -219,7 +218,6 @@ def _task(initializer: Callable[..., None], initargs: tuple, argv: list[str], fn
           args: tuple) -> Any:
     """One call in a Dask worker: the pool's initializer first (once per process), then the call; what it
     raises is its result, as from the local pool."""
-    from evalkit.execution.workers import _start
 
     # A worker the local pool spawns has the client's sys.argv (multiprocessing hands it over): what a run's
     # run.json records as its command. A Dask worker gets it here.

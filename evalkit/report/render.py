@@ -24,6 +24,9 @@ from typing import Any
 
 from evalkit._util.jsonio import write_text
 from evalkit._util.resources import TEMPLATES_DIR
+from evalkit.backends import BackendSpec
+from evalkit.errors import EvalkitError
+from evalkit.execution.workers import in_worker, run_all
 from evalkit.report import chrome
 from evalkit.report import pages as reportpages
 from evalkit.report.overview import OVERVIEW_CSS, overview_html
@@ -174,8 +177,6 @@ def _exporter() -> Any:
 
 def _label(backend: str) -> list[str]:
     """The label of a notebook's ``backend`` parameter (``NAME=SPEC``); none if it is not a spec."""
-    from evalkit.backends import BackendSpec
-    from evalkit.errors import EvalkitError
 
     try:
         return [BackendSpec.parse(backend).label]
@@ -336,7 +337,6 @@ def render_run(run_dir: str | Path, on_done: Any = None, workers: int | None = N
     `workers` worker processes (`evalkit.execution.workers`; default the CPU count), each page by the same function
     as in this process: the same bytes.
     """
-    from evalkit.execution.workers import in_worker, run_all
 
     run_dir = Path(run_dir)
     notebooks = _notebooks(run_dir)

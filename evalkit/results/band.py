@@ -50,9 +50,10 @@ from evalkit._util.jsonio import canonical_sha, read_json, write_text
 from evalkit.backends.spec import redact_stored
 from evalkit.corpus.tasks import DEFAULT_CORPUS, HELDOUT, TUNED, group_of
 from evalkit.errors import EXIT_INVALID, CorpusError, EvalkitError, UsageError
-from evalkit.results.runfolder import scan
+from evalkit.results.runfolder import EXTRACTION, read_extraction, sample_dirs, scan
 from evalkit.results.scoreboard import numeric_metrics, write_json
 from evalkit.scoring.stats import CONFIDENCE, RESAMPLES, SEED, mean, mean_ci, sub_seed
+from evalkit.status import SCORED, status_of
 
 __all__ = ["FLOOR", "HIGHER_IS_BETTER", "direction", "is_gated", "BAND_NAME", "SCHEMA_VERSION", "BandError",
            "band_path", "collect", "compute_band", "write_band", "load_band", "render_markdown", "update_readme",
@@ -203,7 +204,6 @@ def refuse_identical(kind: str, names: Sequence[Any], answers: Sequence[Mapping[
 def collect_samples(root: str | Path, tasks: Iterable[str] | None = None) -> list[dict[str, dict[str, dict[str, Any]]]]:
     """Per sample index of a ``--samples K`` run or sweep, `collect`'s ``{task: {backend: {member: metrics}}}``
     of that sample's scored members: what `compute_band` reads as K sweeps from one folder. [] without samples."""
-    from evalkit.status import SCORED, status_of
 
     want = set(tasks) if tasks else None
     out: list[dict[str, dict[str, dict[str, Any]]]] = []
@@ -222,7 +222,6 @@ def collect_samples(root: str | Path, tasks: Iterable[str] | None = None) -> lis
 
 def _sample_answers(root: Path, label: str, tasks: Iterable[str] | None, k: int) -> list[dict[str, str]]:
     """Per sample index, {task/member: sha256 of that sample's extraction record} (`refuse_identical`)."""
-    from evalkit.results.runfolder import EXTRACTION, read_extraction, sample_dirs
 
     want = set(tasks) if tasks else None
     out: list[dict[str, str]] = [{} for _ in range(k)]

@@ -34,9 +34,10 @@ import functools
 import json
 import os
 import shlex
+import shutil
 import socket
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
@@ -47,6 +48,7 @@ from evalkit._util.paths import check_name
 from evalkit.backends import folder_label, label_folder
 from evalkit.backends.spec import redacted_command
 from evalkit.errors import CorpusError, UsageError
+from evalkit.results.samples import headline
 from evalkit.status import NOTEBOOK_FAILED, SCORED, Failed, failure_of, status_of
 
 __all__ = [
@@ -182,7 +184,6 @@ def read_sample_scores(home: str | Path, first: Mapping[str, Any] | None = None)
 
 def clear_samples(home: str | Path, keep: int) -> None:
     """Remove samples ``keep`` and above left by an earlier run into the folder (a run of K samples owns 0..K-1)."""
-    import shutil
 
     for i, folder in sample_dirs(home):
         if i >= keep:
@@ -484,9 +485,6 @@ class Scored:
         scored samples, the verdict pass^k, the metrics their means); itself without samples."""
         if not self.sampled:
             return self
-        from dataclasses import replace
-
-        from evalkit.results.samples import headline
 
         return replace(self, data=headline(self.samples()))
 

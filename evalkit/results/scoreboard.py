@@ -38,8 +38,10 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 from evalkit._util.jsonio import dumps, read_json, write_json
+from evalkit.backends import label_folder
 from evalkit.backends.spec import redact_stored
-from evalkit.corpus.tasks import DEFAULT_CORPUS, Member, find_task
+from evalkit.corpus.sources import sha256_file
+from evalkit.corpus.tasks import DEFAULT_CORPUS, Member, find_task, sources_dir
 from evalkit.errors import EXIT_INVALID, CorpusError, EvalkitError
 from evalkit.results.runfolder import SCORE, Scored, scan
 from evalkit.status import SCORED
@@ -148,8 +150,6 @@ def run_block(scored: Scored, extraction: dict[str, Any] | None = None,
 
 
 def truth_sha256(member: Member, sources: Path | None) -> str | None:
-    from evalkit.corpus.sources import sha256_file
-
     try:
         return sha256_file(member.truth_path(sources))
     except (EvalkitError, OSError):
@@ -196,7 +196,6 @@ ARCHIVE = "records"  # <board dir>/<task>/records/<backend folder>/<member>.json
 
 def archive_path(board_dir: str | Path, task: str, member: str, label: str) -> Path:
     """Where the extraction record behind an entry is committed (the board's archive)."""
-    from evalkit.backends import label_folder
 
     return Path(board_dir) / task / ARCHIVE / label_folder(label) / f"{member}.json"
 
@@ -280,7 +279,6 @@ def update_scoreboard(run_result: Any, board_path: str | Path, justifications: M
     members and backends are left as they are, and so is the standing entry of a member × backend
     whose new outcome is an error (`evalkit.status`): a failure is never an entry.
     """
-    from evalkit.corpus.tasks import sources_dir
 
     board_path = Path(board_path)
     root, keys = _selected(run_result)

@@ -37,7 +37,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from evalkit.backends.base import Completion
 from evalkit.results import runfolder
+from evalkit.results.calls import call_figures
 from evalkit.results.samples import backend_figures
 from evalkit.scoring.stats import SEED, as_number, mean, mean_ci, micro_f1, micro_f1_ci, sub_seed
 from evalkit.status import NOT_COVERED, OK, REFUSED, SCORED, SKIPPED, count, row_of
@@ -49,7 +51,6 @@ COUNTS = ("tp", "fp", "fn")
 
 def completion_of(run: Mapping[str, Any] | None) -> Any:
     """A `Completion` from a run block (extraction.json's or score.json's ``run``), for `results.calls.summarize_calls`."""
-    from evalkit.backends.base import Completion
 
     names = {f.name for f in dataclasses.fields(Completion)} - {"record", "raw"}
     return Completion(record=None, raw="", **{k: v for k, v in (run or {}).items() if k in names})
@@ -81,8 +82,6 @@ def _figures(task: str, scored: list[Mapping[str, Any]]) -> dict[str, Any]:
 
 def _backend(task: str, label: str, results: list[Any], members: list[str], skipped: list[dict[str, Any]],
              heldout: set[str], samples_of: Mapping[Any, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
-    from evalkit.results.calls import call_figures
-
     samples_of = samples_of or {}
     sampled = [samples_of[_key(r)] for r in results if _key(r) in samples_of]
 

@@ -46,6 +46,7 @@ carries ``vocabulary_compliance`` (`evalkit.scoring.ontology.compliance`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from functools import cached_property
 from typing import Any
@@ -54,7 +55,7 @@ from pydantic import Field, field_validator, model_validator
 
 from evalkit._util.strict import Strict as _Strict
 from evalkit.scoring.base import Metric, ScoreContext, Scorer, ScoreResult
-from evalkit.scoring.ontology import compliance
+from evalkit.scoring.ontology import Ontology, compliance
 from evalkit.scoring.sets import PRF, match_sets
 from evalkit.scoring.stats import macro_f1, summed
 from evalkit.scoring.text import fold, token_f1
@@ -310,8 +311,6 @@ def score(extraction: dict[str, Any] | None, truth: GraphTruth, ctx: ScoreContex
     if ontology:
         details["ontology_mode"] = ontology.get("mode")
         if ontology.get("mode") == "strict":
-            from evalkit.scoring.ontology import Ontology
-
             figures = compliance(record, Ontology.from_json(ontology))
             metrics["vocabulary_compliance"] = figures["vocabulary_compliance"]
             details["vocabulary"] = {k: v for k, v in figures.items() if k != "vocabulary_compliance"}
@@ -322,8 +321,6 @@ def score(extraction: dict[str, Any] | None, truth: GraphTruth, ctx: ScoreContex
 
 
 def _canon(key: Any) -> str:
-    import json
-
     return json.dumps(key, sort_keys=True, ensure_ascii=False)
 
 

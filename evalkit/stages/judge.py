@@ -30,6 +30,7 @@ judge requests within one phase are sent once.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
@@ -38,12 +39,18 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from evalkit._util.jsonio import canonical_sha
-from evalkit.backends import BackendSpec
+from evalkit.backends import BackendSpec, provider, providers
 from evalkit.backends.base import Request
+from evalkit.backends.cassette import CASSETTE, RECORD_ENV, REPLAY_ENV
+from evalkit.backends.resolve import _same_file, resolve_backends
 from evalkit.errors import UsageError
+from evalkit.execution.pool import Job, run_pool
 from evalkit.results import runfolder
+from evalkit.results.calls import summarize_calls
 from evalkit.results.runfolder import Home
 from evalkit.stages import pairwise
+from evalkit.stages.pipeline import reference_truth, request_sha, score_record
+from evalkit.status import Failed
 
 REFERENCE = "judge.reference"
 PAIRWISE = pairwise.CALL_TYPE
@@ -188,9 +195,6 @@ def resolve_judge(config: JudgeConfig, run_dir: Path, extraction: Sequence[Any] 
     Live kinds record into the judge cache; ``cassette:`` replays. EVALKIT_RECORD_LLM /
     EVALKIT_REPLAY_LLM do not apply to the judge (its cache is always its own cassette).
     """
-    from evalkit.backends import provider, providers
-    from evalkit.backends.cassette import CASSETTE, RECORD_ENV, REPLAY_ENV
-    from evalkit.backends.resolve import _same_file, resolve_backends
 
     spec = config.spec
     try:  # a live provider (a model, or a pipeline that asks one), or a cassette of one
@@ -251,10 +255,6 @@ def judge_phase(run_dir: Path, homes: Sequence[Home], documents: dict[str, Any],
     Writes judgments.json per member × backend (reference), pairwise.json per task (pairwise) and
     judge.json in the run folder. Returns counts and the stderr messages (the runner prints them).
     """
-    from evalkit.execution.pool import Job, run_pool
-    from evalkit.results.calls import summarize_calls
-    from evalkit.stages.pipeline import reference_truth, request_sha, score_record
-    from evalkit.status import Failed
 
     result = PhaseResult()
     judge_meta = {"spec": judge_backend.spec, "model": judge_backend.model}
@@ -341,8 +341,6 @@ def judge_phase(run_dir: Path, homes: Sequence[Home], documents: dict[str, Any],
     else:
         summary = summarize_calls([])
         if judge_backend is not None:
-            import asyncio
-
             asyncio.run(judge_backend.aclose())
     result.requests = len(shas)
 

@@ -6,10 +6,13 @@ are escaped HTML, anything else is ``print``-ed. Null figures show as "—" (`NU
 
 from __future__ import annotations
 
+import html
+import html as _html
 import json
 import math
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote
 
 import IPython.display
 import pandas as pd
@@ -69,7 +72,6 @@ def text(*lines: Any) -> None:
 
 def heading(title: Any, level: int = 2) -> None:
     """A section heading shown by a view (the title is escaped: it may come from data)."""
-    import html
 
     level = min(max(int(level), 1), 6)
     t = html.escape(str(title), quote=False)
@@ -78,7 +80,6 @@ def heading(title: Any, level: int = 2) -> None:
 
 def para(*lines: Any) -> None:
     """A paragraph of prose (escaped), for the explanations a view puts under its headings."""
-    import html
 
     t = " ".join(html.escape(str(line), quote=False) for line in lines)
     IPython.display.display({"text/html": f"<p>{t}</p>", "text/plain": " ".join(str(x) for x in lines)}, raw=True)
@@ -125,8 +126,6 @@ def table(data: Any, columns: list[str] | None = None, max_chars: int = MAX_CHAR
     rows are shown (None: all); a line under the table then counts them and names where the whole table
     is (`full`).
     """
-    import html as _html
-    from urllib.parse import quote
 
     classes = "evalkit-table" + (" ek-kv" if kind == "kv" else "")
     df = _as_frame(data, columns)

@@ -8,6 +8,7 @@ fixed outcome colours and the outcome charts every shape's pages share; builders
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 from collections.abc import Iterable
@@ -83,7 +84,6 @@ def chart_bundle(spec: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     and a PNG rasterized from that SVG (a bitmap: nothing to inject). Same
     spec, same bytes.
     """
-    import base64
 
     import vl_convert as vlc
 

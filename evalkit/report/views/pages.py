@@ -9,8 +9,10 @@ from typing import Any
 import pandas as pd
 
 from evalkit.report import frames as _report
+from evalkit.report.frames import mean_field_accuracy
 from evalkit.report.views import charts, fields, generic, graph, samples, tree
 from evalkit.report.views.base import _get, heading, items_frame, kv, para, table, verdict
+from evalkit.results.history import trend_chart
 from evalkit.status import ERROR, OK, count, failure_of
 
 # --------------------------------------------------------------------------- extract page
@@ -77,6 +79,7 @@ def summary(result: Any) -> None:
 def all_items(result: Any) -> None:
     """The whole item table, problems first (the page's script sorts it and filters it: failures only, by
     field, by outcome)."""
+    # lazy: a cycle, report.views.sections imports this module (via report.views)
     from evalkit.report.views.sections import _problems_first
 
     df = items_frame(result)
@@ -109,7 +112,6 @@ def score_page(result: Any, shape: str | None = None) -> None:
 
 def report_summary(members: pd.DataFrame, items: pd.DataFrame) -> None:
     """One line per backend: members scored, verdicts, mean score (and mean field accuracy for fields)."""
-    from evalkit.report.frames import mean_field_accuracy
 
     if members is None or members.empty:
         print("0 member run(s)")
@@ -160,7 +162,6 @@ def report_page(members: pd.DataFrame, items: pd.DataFrame, shape: str | None = 
 def trend(run_dir: Any, task: str, metric: str | None = None) -> None:
     """The task's headline metric over the runs of the run history, per backend (`evalkit.report.frames.run_trend`),
     or a one-line note while the history holds fewer than two earlier runs of the task."""
-    from evalkit.results.history import trend_chart
 
     frame, metric, _ = _report.run_trend(run_dir, task, metric)
     if frame is None:

@@ -12,6 +12,8 @@ import pandas as pd
 from evalkit.report import frames as _report
 from evalkit.report.views import charts
 from evalkit.report.views.base import _get, figure, heading, para, table
+from evalkit.results.samples import member_figures
+from evalkit.status import status_of
 
 STRIP_ROWS = 40  # members × backends in the spread strip: the most spread ones beyond this (the chart stays legible)
 UNSTABLE_ROWS = 50  # rows of the instability list
@@ -57,6 +59,7 @@ def samples_section(members: pd.DataFrame, items: pd.DataFrame) -> None:
         "pass@k": [_verdict(v) for v in members["pass_at_k"]], "pass^k": [_verdict(v) for v in members["pass_hat_k"]],
         "agreement": [figure(v) for v in members["agreement"]],
         "path": members["path"] if "path" in members.columns else None})
+    # lazy: a cycle, report.views.sections imports this module (via report.views, report.views.pages)
     from evalkit.report.views.sections import linked_members
 
     linked_members(rows)
@@ -79,7 +82,6 @@ def member_samples(result: Any) -> None:
     samples = _get(result, "samples")
     if not samples:
         return
-    from evalkit.results.samples import member_figures
 
     f = member_figures(samples)
     print(f"samples: {f['k_scored']} of {f['k']} scored · mean {figure(f['mean'])} · SD {figure(f['sd'])} · "
@@ -91,8 +93,6 @@ def member_samples(result: Any) -> None:
 
 
 def _report_status(data: Any) -> str:
-    from evalkit.status import status_of
-
     return status_of(data)
 
 

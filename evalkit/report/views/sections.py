@@ -15,7 +15,7 @@ import pandas as pd
 from evalkit.report import frames as _report
 from evalkit.report.views.base import SET_ASIDE, SUCCESS, _get, _is_null, figure, items_frame, kv, show_json, table
 from evalkit.report.views.charts import _outcome_domain
-from evalkit.results.runfolder import SCORE
+from evalkit.results.runfolder import SCORE, SCORE_NB, page
 
 # --------------------------------------------------------------------------- a result
 
@@ -118,7 +118,6 @@ def members_table(members: pd.DataFrame) -> None:
 
 def member_pages(members: pd.DataFrame) -> list[str | None]:
     """Each member row's score page, relative to the task report (from its ``path``: the score.json)."""
-    from evalkit.results.runfolder import SCORE_NB, page
 
     paths = members["path"] if "path" in members.columns else [None] * len(members)
     return [None if _is_null(p) else f"{str(p).rsplit('/', 1)[0]}/{page(SCORE_NB).name}" for p in paths]
