@@ -54,7 +54,6 @@ def run(corpus: str | Path, backends: Iterable[str | BackendSpec], *, out: str |
     Returns the `RunResult`: ``run_dir``, one `Outcome` per member × backend (status, score, passed,
     metrics) and ``exit_code`` (what `evalkit run` would exit with). Load its tables with `load_run`.
     """
-
     return run_with(run_options(corpus=corpus, backends=_specs(backends), sources=sources, tasks=tasks, only=only,
                                 out=out, threshold=threshold, notebooks=notebooks, html=html and notebooks,
                                 record=record, max_usd=max_usd, workers=workers))
@@ -65,7 +64,6 @@ def score(corpus: str | Path, predictions: str | Path, **kwargs) -> RunResult:
 
     Takes `run`'s keyword arguments (`out`, `sources`, `tasks`, `only`, `threshold`, `notebooks`, `html`,
     `workers`); the backend is labelled ``predictions``."""
-
     if not Path(predictions).is_dir():
         raise EvalkitError(f"{predictions}: predictions folder not found")
     return run(corpus, [BackendSpec("predictions", "predictions", {"dir": str(predictions)})], **kwargs)
@@ -97,7 +95,6 @@ class RunTables:
 def _unscored_rows(path: str | Path) -> list[dict]:
     """The member × backends a run has no result folder for, from its summary.json: not covered (per
     backend) and skipped or refused (the task's members the gate left out, for each backend)."""
-
     heldout = set(read_run_json(path).get("heldout") or [])
     rows = []
     for task, t in ((read_summary(path) or {}).get("tasks") or {}).items():

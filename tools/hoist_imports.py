@@ -183,6 +183,8 @@ def patched_names() -> set[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument("--leave", action="append", default=[], metavar="MODULE:FUNCTION",
+                    help="leave this function's body as it is (e.g. evalkit.stages.runner:_run, being rewritten)")
     args = ap.parse_args()
     paths = sorted(PACKAGE.rglob("*.py"))
     modules = {module_name(p): p for p in paths}
@@ -220,8 +222,11 @@ def main() -> None:
         remove: list[ast.stmt] = []
         add: list[str] = []
         comment: dict[int, str] = {}
+        left = [f for f in ast.walk(tree) if isinstance(f, FUNCS[:2]) and f"{m}:{f.name}" in args.leave]
         for node, body, func in function_imports(tree):
             if said(lines, node.lineno) or getattr(node, "level", 0):
+                continue
+            if any(f.lineno <= node.lineno <= f.end_lineno for f in left):
                 continue
             root = (node.module if isinstance(node, ast.ImportFrom) else node.names[0].name).split(".")[0]
             if root != "evalkit" and root not in stdlib:
@@ -277,7 +282,8 @@ def main() -> None:
                     out.append(f"{indent}{comment[i]}")
                     text = line
                 line = text
-            if not line.strip() and (i - 1 in drop) and out and (not out[-1].strip() or out[-1].rstrip().endswith(":")):
+            if not line.strip() and (i - 1 in drop) and out and (
+                    not out[-1].strip() or out[-1].rstrip().endswith((":", '"""'))):
                 continue  # the blank line that followed a removed import block
             out.append(line)
             if i == last_import_end:

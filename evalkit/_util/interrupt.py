@@ -120,7 +120,6 @@ def worker_signals(grace: float = 0.0) -> None:
 
     Off the main thread (a Dask worker's task thread: `evalkit.execution.scheduler`) it does nothing: that process's
     signals are its owner's (the Dask worker stops itself and its children), and Python allows none to be set."""
-
     if threading.current_thread() is not threading.main_thread():
         return
 
@@ -139,7 +138,6 @@ _leaving = threading.Lock()
 
 def _leave(status: int, grace: float) -> None:
     """Stop this worker's children (SIGKILL after `grace` s), run the `on_stop` cleanups, exit with `status`."""
-
     import psutil
 
     _leaving.acquire()  # once: a SIGTERM while the parent watch is leaving waits here for the exit
@@ -175,7 +173,6 @@ def watch_parent(parent: int | None = None, grace: float = 0.0, orphan_grace: fl
     one) is gone, however it died: a daemon thread looks every `PARENT_POLL_S`; on Linux the kernel also sends
     `PARENT_GONE` the moment it dies (``PR_SET_PDEATHSIG``), which only wakes that thread. A worker's call in
     flight (`finishing`) gets `orphan_grace` s to record its answer first."""
-
     if parent is None:
         known = multiprocessing.parent_process()  # the spawner's pid, even if it died before we got here
         parent = known.pid if known is not None else os.getppid()

@@ -48,7 +48,6 @@ def docs() -> list[str]:
 def doc(name: str) -> Path:
     """The shipped docs page `name` (``tutorial`` or ``tutorial.md``); a `UsageError` (exit 2) naming the
     pages there are when there is none."""
-
     stem = name.removesuffix(".md")
     if stem not in docs():
         raise UsageError(f"no docs page {name!r}; the pages: {', '.join(docs())}")

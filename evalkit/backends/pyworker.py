@@ -42,7 +42,6 @@ MESSAGE_CHARS = 65536  # an exception's text kept; the parent scrubs it before c
 
 def load_function(target: str) -> Callable[..., Any]:
     """FUNCTION of MODULE (a dotted name importable from the project folder, or a ``.py`` file's path)."""
-
     module_name, sep, func_name = target.rpartition(":")
     if not sep or not module_name or not func_name:
         raise UsageError(f"python backend: expected python:MODULE:FUNCTION, got python:{target}")

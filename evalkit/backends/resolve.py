@@ -241,7 +241,6 @@ def _duplicate_guards(resolved: list[Resolved]) -> None:
 def _answers(path: Path) -> list[str] | None:
     """A cassette's answers, member by member, without what differs between two recordings of the same
     thing (timestamps, latency, the label's model name); None when it holds none."""
-
     try:
         records = Cassette.load(path).records
     except CassetteError:
@@ -442,7 +441,6 @@ def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: Pric
     `require_prices` (a dry run, or --max-usd, without --allow-unpriced): every backend that would call
     something, and a live judge, must have a price (`price_guard`). A replayed request with no recording is
     `not covered` (listed, its member left out; `evalkit.status`); with `strict_replay`, a guard."""
-
     table = prices or default_table()
     plans: list[BackendPlan] = []
     guards = list(all_guards(resolved))

@@ -229,7 +229,6 @@ def redacted_command(argv: list[str] | None = None) -> str:
     """The command as an artefact, a lock note or a message may quote it: every backend SPEC among the
     arguments redacted (`BackendSpec.redacted`: no option secret, no URL userinfo or query), then every
     secret scrubbed. `argv`: the arguments after ``evalkit`` (default: this process's)."""
-
     from evalkit.backends.redact import scrub  # lazy: a cycle, backends.redact imports this module (via backends)
 
     def safe(arg: str) -> str:

@@ -123,7 +123,6 @@ def _provenance_problem(member: Member) -> str | None:
 
 def public_entry(member: Member, entry: Mapping[str, Any], sources: Path | None) -> dict[str, Any]:
     """The publishable form of one private scoreboard entry (see module docstring)."""
-
     paths = check_integrity(member, sources)  # IntegrityError (exit 4) if the source changed
     m = member.manifest
     prov = m.truth_provenance
@@ -159,7 +158,6 @@ def _strings(value: Any, path: tuple = ()) -> Iterable[tuple[tuple, str]]:
 
 def _guard(public: Mapping[str, Any], member: Member, sources: Path | None) -> None:
     """Belt and braces: no truth string and no long run of document text in what is published."""
-
     truth = member.load_truth(sources)
     truth_data = truth.model_dump(mode="json") if hasattr(truth, "model_dump") else truth
     secrets = {s.strip().casefold() for _, s in _strings(truth_data)
@@ -182,7 +180,6 @@ def publish(member_ref: str, corpus: str | Path, *, board: str | Path | None = N
             sources: str | Path | None = None, backends: Iterable[str] | None = None,
             private_board: str | Path | None = None) -> list[tuple[str, str, str]]:
     """Copy a member's scored entries (all backends, or `backends`) onto the BYOM board; return the keys."""
-
     corpus = Path(corpus)
     src = sources_dir(sources)
     board = Path(board) if board is not None else default_byom_board()

@@ -187,7 +187,6 @@ def compare(standing: Mapping[str, Mapping[str, Mapping[str, Any]]],
 def parse_justify(values: Iterable[str]) -> dict[str, str]:
     """``METRIC=reason`` (also ``TASK/METRIC``, ``TASK/BACKEND/METRIC``) → {key: reason}; a blank reason is a
     usage error."""
-
     out: dict[str, str] = {}
     for v in values:
         key, eq, reason = v.partition("=")
@@ -274,7 +273,6 @@ class CheckResult:
         """1 for an unjustified regression; else the new sweep's failure code (5 for errored members: an
         outage says more than "partial"); else 7 when a standing entry in scope was not covered (unless
         --allow-partial); else 0."""
-
         if self.comparison.unjustified:
             return EXIT_FAILED
         if self.sweep_code != EXIT_OK:
@@ -296,7 +294,6 @@ def check(opts: Any, *, run_dir: Any = None, board: Any = None, band_file: Any =
     A standing entry in scope (the tasks and members, of a backend the new sweep ran) that the new sweep
     did not cover or that errored makes the check partial: it does not pass (exit 7, `CheckResult.coverage`)
     unless `allow_partial`, which gates on what was covered and says so."""
-
     just = dict(justifications or {})
     tasks, only = opts.tasks, opts.only
     board_file = Path(board or board_path(opts.corpus))

@@ -144,7 +144,6 @@ def rescore(board_path: str | Path, *, corpus: str | Path | None = None, sources
     `corpus` defaults to the board's folder; `only` takes member ids or ``task/member`` keys;
     `backends` takes labels.
     """
-
     board_path = Path(board_path)
     corpus = Path(corpus) if corpus is not None else board_path.parent
     src = sources_dir(sources)

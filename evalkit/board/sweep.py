@@ -52,10 +52,8 @@ from typing import Any, Callable
 
 from evalkit import __version__
 from evalkit._util.interrupt import Interrupted, finishing
-from evalkit._util.jsonio import remove_partials, unsynced
-from evalkit._util.paths import member_ref
-from evalkit.backends import BackendSpec, check_labels, labels_slug
-from evalkit.backends.cassette import env_cassette
+from evalkit._util.jsonio import unsynced
+from evalkit.backends import BackendSpec, labels_slug
 from evalkit.backends.predictions import PROVIDER as PREDICTIONS
 from evalkit.backends.predictions import prediction_file
 from evalkit.backends.pricing import PriceTable
@@ -80,7 +78,7 @@ from evalkit.results.scoreboard import truth_sha256
 from evalkit.results.summary import write_sweep_summary
 from evalkit.scoring.stats import SEED
 from evalkit.stages.pipeline import backend_context, extraction_record, render_request, request_sha
-from evalkit.stages.runner import Outcome, RunOptions, _reusable, check_scope, record, run, scope
+from evalkit.stages.runner import Outcome, RunOptions, _reusable, record, run
 from evalkit.status import ERROR, NOT_COVERED, REFUSED, SCORED
 
 __all__ = ["MemberResult", "SweepResult", "sweep", "currency_keys", "default_sweep_dir"]
@@ -101,7 +99,6 @@ def _sha_bytes(data: bytes) -> str:
 
 def _fingerprint(path: Path) -> str | None:
     """sha256 of a file; for a folder, of its files' names, sizes and mtimes (cheap, still catches edits)."""
-
     if path.is_file():
         return sha256_file(path)
     if path.is_dir():
@@ -167,7 +164,6 @@ def _member_inputs(member: Any, backends: list[BackendSpec], sources: Path | Non
                    notebooks: bool, settings: dict[str, Any] | None, prints: Fingerprints, samples: int = 1
                    ) -> tuple[Any, dict[str, dict[str, Any]]] | None:
     """The member's request and its currency keys (see `currency_keys`); None if they cannot be known."""
-
     try:
         paths = check_integrity(member, sources)
         request = render_request(member.task, member, read_document(paths), None,
@@ -266,7 +262,6 @@ class SweepResult:
 
 def default_sweep_dir(labels: list[str]) -> Path:
     """``runs/sweep-<labels>``: a stable name, so a re-run finds what is current."""
-
     return Path("runs") / f"sweep-{labels_slug(labels)}"
 
 
@@ -277,7 +272,6 @@ def _outcome(d: dict[str, Any]) -> Outcome:
 def _paid(spec: BackendSpec) -> bool:
     """Whether a backend's answers cost a model call that nothing local can make again (a cassette, a predictions
     folder or the fake backend answer again for free, and may have changed since)."""
-
     try:
         prov = provider(spec.kind)
     except EvalkitError:
@@ -390,7 +384,6 @@ def _member_job(opts: RunOptions, reuse: bool = False) -> dict[str, Any]:
     """Worker: run one member (`opts` selects it) into its own run folder, afresh but for the paid answers
     `_clear` keeps. Never raises. Orphaned (the sweep killed), the worker first lets a call in flight record
     its answer (`interrupt.finishing`)."""
-
     calling = [False]
 
     def progress(phase: str, total: int) -> Callable[[], None]:
@@ -475,7 +468,6 @@ def _refuse_run_only(opts: RunOptions) -> None:
 def sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None = None) -> SweepResult:
     """Run every selected member (skipping current ones, unless ``opts.force``) in worker processes; see
     module docstring. ``opts.workers``: members at a time."""
-
     with ExitStack() as held:  # the sweep folder's lock, once taken
         result = _sweep(opts, progress, held)
     result.recorded = record(result, opts)
@@ -483,6 +475,12 @@ def sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None = Non
 
 
 def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, held: ExitStack) -> SweepResult:
+    from evalkit._util.paths import member_ref
+    from evalkit.backends import check_labels
+    from evalkit.backends.cassette import env_cassette
+    from evalkit.corpus.tasks import load_tasks
+    from evalkit.stages.runner import check_scope, scope
+
     _refuse_run_only(opts)
     check_scope(opts)
     env_cassette()  # both cassette variables set: the sweep's usage error (exit 2), not each member's failure
@@ -598,6 +596,7 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
                 after=[set()] * len(calls) + [set(range(len(calls)))] * len(member_opts), scheduler=cluster)
     except KeyboardInterrupt:  # SIGINT/SIGTERM: the member workers are stopped by now
         from evalkit._util.interrupt import signals_blocked
+        from evalkit._util.jsonio import remove_partials
 
         remove_partials(sweep_dir, recursive=False)
         with signals_blocked():  # every member finished so far, whole

@@ -136,7 +136,7 @@ def print_recorded(recorded: Any, echo: Callable[[str], Any] = click.echo) -> No
     if recorded.history_error:
         click.echo(f"evalkit: history not updated: {recorded.history_error}", err=True)
     if recorded.board_error is not None:
-        from evalkit.cli.app import fail  # lazy: a cycle, cli.app imports this module (via cli, cli.board)
+        from evalkit.cli.app import fail  # lazy: a cycle, cli.app imports this module (via cli, cli.run)
 
         fail(recorded.board_error)  # after the summary: the run's results stand, the board is not written
     if recorded.board is not None:

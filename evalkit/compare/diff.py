@@ -123,7 +123,6 @@ def _zero_delta_reason(pair: Mapping[str, Any], config: list[dict[str, Any]]) ->
 
 def band_of(run_dir: str | Path) -> dict[str, Any]:
     """The corpus's band.json (`evalkit.results.band`) named by the run's run.json, or {} (no band, unreadable)."""
-
     corpus = (runfolder.read_run_json(run_dir).get("parameters") or {}).get("corpus")
     try:
         return (load_band(band_path(corpus)) or {}) if corpus else {}

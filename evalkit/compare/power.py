@@ -158,7 +158,6 @@ def pilot_samples(run: str | Path, task: str, metric: str = "score", label: str 
     """(backend label, {member: [its values of `metric`]}) from a run or sweep folder: one value per scored
     scored sample of each member: one without --samples; a ``--samples K`` run gives up to K (the within-member
     SD)."""
-
     # every sample of a --samples K run (an errored one left out): a member may be scored in some samples only
     found = [s for s in scan(run, status=None) if s.task == task and any(status_of(x) == SCORED for x in s.samples())]
     labels = sorted({s.backend for s in found})

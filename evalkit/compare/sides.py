@@ -178,7 +178,6 @@ def f1_table(c: Comparison, n_boot: int = RESAMPLES, seed: int = SEED) -> pd.Dat
 def calls_figures(c: Comparison) -> list[dict[str, Any]]:
     """Per backend: what its calls took (`results.calls.call_figures`) and its counts (`evalkit.status.count` over its
     member rows, as summary.json's): errors are members with no score; the scored answers' parse outcomes."""
-
     scored = runfolder.scan(runfolder.task_dir(c.run_dir, c.task)) if c.ontology_mode == "strict" else []
     out = []
     for b in c.backends:
@@ -345,7 +344,6 @@ def header(c: Comparison) -> dict[str, Any]:
 
 def shape(c: Comparison) -> str:
     """The task's item shape (`report.item_shape`): fields, graph, tree or items."""
-
     return item_shape([i for side in c.scores.values() for d in side.values() for i in (d.get("items") or [])[:1]])
 
 
@@ -362,14 +360,12 @@ def nothing_comparable(c: Comparison) -> str | None:
 
 def band_width(c: Comparison) -> float | None:
     """The noise band of the task's score (the corpus's band.json named in run.json), if measured."""
-
     return width(band_of(c.run_dir), c.task, "score")
 
 
 def paired(c: Comparison) -> list[dict[str, Any]]:
     """The first backend (A) against each other (B): `delta.compare_sides` — metric deltas with paired
     CIs, the one-line statement, verdict flips, changed items, per-field accuracy; held-out members apart."""
-
     if nothing_comparable(c):
         return []
     a, band = c.backends[0], band_width(c)
@@ -444,7 +440,6 @@ def relation_type_f1(c: Comparison, n_boot: int = RESAMPLES, seed: int = SEED) -
 def plan_compare(run_dir: str | Path, task: str, backends: list[str] | None = None, judge_mode: str | None = None,
                  notebooks: str | Path | None = None) -> Any:
     """compare.ipynb for one task, written to ``<run>/<task>/compare.ipynb`` (run_dir passed relative)."""
-
     folder = runfolder.task_dir(run_dir, task)
     folder.mkdir(parents=True, exist_ok=True)
     return NotebookJob(Path(notebooks or NOTEBOOKS_DIR) / runfolder.COMPARE, folder / runfolder.COMPARE,

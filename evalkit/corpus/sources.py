@@ -193,7 +193,6 @@ def check_input(document: Document, mode: str, where: str) -> None:
 def document_parts(document: Document, mode: str, dpi: int) -> tuple[tuple, tuple[str, ...]]:
     """(the parts sent beside the prompt, the source files' sha256) for input `mode`: nothing in ``text``; each
     source PDF as it is (``pdf``); each page rendered to PNG at `dpi` (``images``, `evalkit.corpus.rasterize`)."""
-
     if mode == "text":
         return (), ()
     parts: list[Part] = []

@@ -78,7 +78,6 @@ def check_overrides(raw: dict[str, Any] | None) -> dict[str, Any]:
 
 def parse_settings(pairs: list[str] | tuple[str, ...] | None) -> dict[str, Any]:
     """``--set KEY=VALUE`` pairs → `check_overrides` of them."""
-
     raw: dict[str, Any] = {}
     for pair in pairs or ():
         key, sep, value = pair.partition("=")

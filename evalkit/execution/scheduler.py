@@ -72,7 +72,6 @@ def parse(spec: str | Scheduler) -> Scheduler:
 def connect(spec: str | Scheduler) -> Iterator["Cluster"]:
     """An open `Cluster` for the block: a LocalCluster started and stopped with it, or an attached scheduler
     (left running). A scheduler that cannot be reached is a `UsageError` naming the address."""
-
     import dask
 
     sched = parse(spec)
@@ -218,7 +217,6 @@ def _task(initializer: Callable[..., None], initargs: tuple, argv: list[str], fn
           args: tuple) -> Any:
     """One call in a Dask worker: the pool's initializer first (once per process), then the call; what it
     raises is its result, as from the local pool."""
-
     # A worker the local pool spawns has the client's sys.argv (multiprocessing hands it over): what a run's
     # run.json records as its command. A Dask worker gets it here.
     sys.argv[:] = argv

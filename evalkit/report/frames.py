@@ -84,7 +84,6 @@ def load_scores(run_dir: str | Path, task: str) -> tuple[pd.DataFrame, pd.DataFr
     ``recovered`` notes an ok answer that needed a repair); ``parse`` is the backend's own word.
     ``heldout``: the member is held out (run.json), its figures reported apart.
     """
-
     found = task_results(run_dir, task)
     backends = {s.backend for s in found}
     heldout: dict[Path, set[str]] = {}
@@ -156,7 +155,6 @@ def unstable_items(items: pd.DataFrame, limit: int | None = None) -> pd.DataFram
     """The items whose outcome flips between samples (`samples.unstable`), most unstable first: ``label``,
     ``item``, ``agreement`` (share of samples with the modal outcome), ``modal`` and each sample's outcome;
     empty without a ``sample`` column."""
-
     columns = ["label", "item", "agreement", "modal", "outcomes"]
     if not _has(items, "sample", "outcome", "label"):
         return pd.DataFrame(columns=columns)
@@ -287,7 +285,6 @@ def metric_matrix(members: pd.DataFrame, names: dict[str, str], by: str = "label
 def graph_corpus(members: pd.DataFrame) -> pd.DataFrame:
     """Corpus figures of a graph task per backend (`evalkit.scoring.graph.corpus_metrics`): micro
     precision / recall / F1 from the summed tp/fp/fn, macro F1, mean summary F1; judged ones null."""
-
     rows = member_metrics(members)
     out = []
     for backend in sorted({r["backend"] for r in rows}):
@@ -299,7 +296,6 @@ def graph_corpus(members: pd.DataFrame) -> pd.DataFrame:
 def tree_corpus(members: pd.DataFrame) -> pd.DataFrame:
     """Metric × backend frame: each metric's corpus mean over the members where it is non-null
     (`evalkit.scoring.tree.mean_metrics`), in the metrics' first-seen order."""
-
     rows = member_metrics(members)
     means = {b: mean_metrics(r["metrics"] for r in rows if r["backend"] == b) for b in sorted({r["backend"] for r in rows})}
     names = list(dict.fromkeys(n for m in means.values() for n in m))
@@ -333,7 +329,6 @@ def run_trend(run_dir: str | Path, task: str, metric: str | None = None,
     Counting *earlier* runs keeps the report of a run independent of the one
     before it until there is a trend to show.
     """
-
     run_dir = Path(run_dir).resolve()
     metric = metric or headline_metric(run_dir, task)
 

@@ -177,7 +177,6 @@ def _exporter() -> Any:
 
 def _label(backend: str) -> list[str]:
     """The label of a notebook's ``backend`` parameter (``NAME=SPEC``); none if it is not a spec."""
-
     try:
         return [BackendSpec.parse(backend).label]
     except EvalkitError:
@@ -337,7 +336,6 @@ def render_run(run_dir: str | Path, on_done: Any = None, workers: int | None = N
     `workers` worker processes (`evalkit.execution.workers`; default the CPU count), each page by the same function
     as in this process: the same bytes.
     """
-
     run_dir = Path(run_dir)
     notebooks = _notebooks(run_dir)
     workers = min(workers or os.cpu_count() or 1, max(1, len(notebooks) // CHUNKS_PER_WORKER))

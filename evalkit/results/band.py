@@ -204,7 +204,6 @@ def refuse_identical(kind: str, names: Sequence[Any], answers: Sequence[Mapping[
 def collect_samples(root: str | Path, tasks: Iterable[str] | None = None) -> list[dict[str, dict[str, dict[str, Any]]]]:
     """Per sample index of a ``--samples K`` run or sweep, `collect`'s ``{task: {backend: {member: metrics}}}``
     of that sample's scored members: what `compute_band` reads as K sweeps from one folder. [] without samples."""
-
     want = set(tasks) if tasks else None
     out: list[dict[str, dict[str, dict[str, Any]]]] = []
     for s in scan(root, status=None):
@@ -222,7 +221,6 @@ def collect_samples(root: str | Path, tasks: Iterable[str] | None = None) -> lis
 
 def _sample_answers(root: Path, label: str, tasks: Iterable[str] | None, k: int) -> list[dict[str, str]]:
     """Per sample index, {task/member: sha256 of that sample's extraction record} (`refuse_identical`)."""
-
     want = set(tasks) if tasks else None
     out: list[dict[str, str]] = [{} for _ in range(k)]
     for s in scan(root, status=None):

@@ -184,7 +184,6 @@ def read_sample_scores(home: str | Path, first: Mapping[str, Any] | None = None)
 
 def clear_samples(home: str | Path, keep: int) -> None:
     """Remove samples ``keep`` and above left by an earlier run into the folder (a run of K samples owns 0..K-1)."""
-
     for i, folder in sample_dirs(home):
         if i >= keep:
             shutil.rmtree(folder)

@@ -196,7 +196,6 @@ ARCHIVE = "records"  # <board dir>/<task>/records/<backend folder>/<member>.json
 
 def archive_path(board_dir: str | Path, task: str, member: str, label: str) -> Path:
     """Where the extraction record behind an entry is committed (the board's archive)."""
-
     return Path(board_dir) / task / ARCHIVE / label_folder(label) / f"{member}.json"
 
 
@@ -279,7 +278,6 @@ def update_scoreboard(run_result: Any, board_path: str | Path, justifications: M
     members and backends are left as they are, and so is the standing entry of a member × backend
     whose new outcome is an error (`evalkit.status`): a failure is never an entry.
     """
-
     board_path = Path(board_path)
     root, keys = _selected(run_result)
     corpus = Path(corpus) if corpus is not None else board_path.parent

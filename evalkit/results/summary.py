@@ -51,7 +51,6 @@ COUNTS = ("tp", "fp", "fn")
 
 def completion_of(run: Mapping[str, Any] | None) -> Any:
     """A `Completion` from a run block (extraction.json's or score.json's ``run``), for `results.calls.summarize_calls`."""
-
     names = {f.name for f in dataclasses.fields(Completion)} - {"record", "raw"}
     return Completion(record=None, raw="", **{k: v for k, v in (run or {}).items() if k in names})
 

@@ -382,7 +382,6 @@ def _terms_rows(ctx: ScoreContext, name: str, spec: FieldSpec, exp: Any, got: An
     """Kind `terms`: truth and extracted terms aligned (scoring/terms.py), then one row per field of
     each pair (`terms[1].term_rate`, numbered by the truth term); a truth term nothing aligns with gives
     its fields as missing, an extracted term aligned with nothing its fields as extra (or hallucinated)."""
-
     subs = spec.fields or {}
     expected, extracted = as_terms(exp), as_terms(got)
     if not expected and not extracted:
@@ -418,7 +417,6 @@ def _table_rows(ctx: ScoreContext, name: str, spec: FieldSpec, exp: Any, got: An
     `column`. The table's credit is its cell F1 × weight: each cell row weighs its share of the F1 denominator
     2·TP + FP + FN (a cell with values on both sides twice, one with a value on one side once), so Σ credit
     over the cells is weight · 2·TP / (2·TP + FP + FN)."""
-
     columns = spec.columns or {}
     expected, extracted = as_rows(exp), as_rows(got)
 
@@ -516,7 +514,6 @@ EVIDENCE_KEY = "evidence"  # the record's key holding {field: {page, quote}} whe
 def _table_metrics(tables: list[Any]) -> dict[str, float | int | None]:
     """Cell precision/recall/F1 over every table field (counts summed), and their mean structure score; no keys
     for a task without a table field (its members' figures stay what they were)."""
-
     if not tables:
         return {}
     prf = PRF(*(sum(getattr(t.prf, k) for t in tables) for k in ("tp", "fp", "fn")))
@@ -530,7 +527,6 @@ def _table_metrics(tables: list[Any]) -> dict[str, float | int | None]:
 def _evidence(ctx: ScoreContext, opts: FieldsOptions, rows: list[dict], record: dict) -> list[dict] | None:
     """One evidence row per field that asks for it and has an extracted value (scoring/evidence.py); its outcome
     is also written on the field's item row (`evidence`). None when the task asks for no evidence."""
-
     asked = [n for n in opts.fields if opts.asks_evidence(n)]
     if not asked:
         return None

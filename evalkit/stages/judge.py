@@ -30,7 +30,6 @@ judge requests within one phase are sent once.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
@@ -44,13 +43,9 @@ from evalkit.backends.base import Request
 from evalkit.backends.cassette import CASSETTE, RECORD_ENV, REPLAY_ENV
 from evalkit.backends.resolve import _same_file, resolve_backends
 from evalkit.errors import UsageError
-from evalkit.execution.pool import Job, run_pool
 from evalkit.results import runfolder
-from evalkit.results.calls import summarize_calls
 from evalkit.results.runfolder import Home
 from evalkit.stages import pairwise
-from evalkit.stages.pipeline import reference_truth, request_sha, score_record
-from evalkit.status import Failed
 
 REFERENCE = "judge.reference"
 PAIRWISE = pairwise.CALL_TYPE
@@ -195,7 +190,6 @@ def resolve_judge(config: JudgeConfig, run_dir: Path, extraction: Sequence[Any] 
     Live kinds record into the judge cache; ``cassette:`` replays. EVALKIT_RECORD_LLM /
     EVALKIT_REPLAY_LLM do not apply to the judge (its cache is always its own cassette).
     """
-
     spec = config.spec
     try:  # a live provider (a model, or a pipeline that asks one), or a cassette of one
         judges = provider(spec.kind).live or spec.kind == CASSETTE
@@ -255,6 +249,10 @@ def judge_phase(run_dir: Path, homes: Sequence[Home], documents: dict[str, Any],
     Writes judgments.json per member × backend (reference), pairwise.json per task (pairwise) and
     judge.json in the run folder. Returns counts and the stderr messages (the runner prints them).
     """
+    from evalkit.execution.pool import Job, run_pool
+    from evalkit.results.calls import summarize_calls
+    from evalkit.stages.pipeline import reference_truth, request_sha, score_record
+    from evalkit.status import Failed
 
     result = PhaseResult()
     judge_meta = {"spec": judge_backend.spec, "model": judge_backend.model}
@@ -341,6 +339,8 @@ def judge_phase(run_dir: Path, homes: Sequence[Home], documents: dict[str, Any],
     else:
         summary = summarize_calls([])
         if judge_backend is not None:
+            import asyncio
+
             asyncio.run(judge_backend.aclose())
     result.requests = len(shas)
 

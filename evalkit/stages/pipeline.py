@@ -40,7 +40,6 @@ def render_request(task: Task, member: Member, document: Document, ontology: Any
     """The extraction request. `ontology` (`evalkit.scoring.ontology.Ontology`, --ontology) appends its
     vocabulary to the user prompt; without one the prompt is the task's, byte for byte. `settings`: the
     sampling settings sent (default: the task's; ``--set`` gives `Settings.with_overrides` of them)."""
-
     prompt = task.spec.prompt
     settings = settings or task.spec.settings
     parts, digests = document_parts(document, settings.input, settings.dpi)

@@ -39,8 +39,7 @@ from evalkit import __version__
 from evalkit._util.interrupt import Interrupted
 from evalkit._util.jsonio import remove_partials
 from evalkit._util.paths import member_ref
-from evalkit.backends import BackendContext, BackendSpec, Completion, check_labels, labels_slug
-from evalkit.backends.pricing import PriceTable
+from evalkit.backends import BackendSpec, Completion, check_labels, labels_slug
 from evalkit.backends.resolve import missing_keys
 from evalkit.backends.spec import redacted_command as command
 from evalkit.corpus.sources import Document, NoTextLayer, check_input, check_integrity, read_document, sha256_file
@@ -64,18 +63,14 @@ from evalkit.errors import (
     UsageError,
 )
 from evalkit.execution.execute import execute, plan_member, plan_report
-from evalkit.execution.pool import Job, run_async, run_pool
 from evalkit.report import runspage
-from evalkit.report.render import render_run
 from evalkit.results import runfolder
 from evalkit.results.history import append_history
 from evalkit.results.runfolder import Home, hold
 from evalkit.results.samples import headline
 from evalkit.results.scoreboard import board_path, update_scoreboard
 from evalkit.results.summary import write_summary
-from evalkit.scoring.ontology import load_ontology
 from evalkit.scoring.stats import SEED, sub_seed
-from evalkit.stages import judge as judging
 from evalkit.stages.pipeline import backend_context, extraction_record, is_current, render_request, score_home
 from evalkit.stages.validate import input_problems
 from evalkit.status import (
@@ -150,7 +145,6 @@ def run_options(*, corpus: str | Path | None = None, backends=(), sources: str |
     core), empty selections as None, the scoreboard to write (`update_board`, default ``<corpus>/scoreboard.json``)
     and the history every run appends to (``runs/index.jsonl``). A live backend without its API key stops here,
     before any member runs (`MissingKey`, exit 2); a dry run shows it among its plan's guards instead."""
-
     corpus = Path(corpus or DEFAULT_CORPUS)
     specs = [b if isinstance(b, BackendSpec) else BackendSpec.parse(b) for b in backends]
     if not given.get("dry_run"):
@@ -224,7 +218,6 @@ def default_run_id(labels: list[str]) -> str:
 
 def check_scope(opts: RunOptions) -> None:
     """--limit, --sample and --seed make sense one way only; --set names known settings with valid values."""
-
     opts.settings = check_overrides(opts.settings)
     if opts.limit is not None and opts.sample is not None:
         raise UsageError("give --limit N or --sample N, not both")
@@ -280,7 +273,6 @@ def gate_members(members: list[Member], sources: Path | None, outcomes: list[Out
     unreadable, a truth breaking the task's schema) is refused with the same message, and the others go on;
     so is one its input mode cannot send (`sources.check_input`: a text file as a PDF), while a scan in the
     ``text`` mode is skipped (no text layer). `overrides`: ``--set``."""
-
     cleared = []
     for m in members:
         try:
@@ -308,7 +300,6 @@ def gate_members(members: list[Member], sources: Path | None, outcomes: list[Out
 
 def command_line(argv: list[str] | None = None) -> str:
     """The command as run.json keeps it (`spec.redacted_command`): a key typed on the command line never reaches an artefact."""
-
     return command(argv)
 
 
@@ -368,7 +359,6 @@ class Recorded:
 def record(result: Any, opts: RunOptions) -> Recorded:
     """Append a run's (or sweep's) outcomes to the history and write its scored entries to the scoreboard,
     as ``opts.history`` and ``opts.board`` ask. A history that cannot be written never fails the run."""
-
     rec = Recorded()
     if opts.history:
         try:
@@ -420,7 +410,8 @@ def run(opts: RunOptions, progress: Progress | None = None, on_outcome: OnOutcom
 
 def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
          on_outcome: OnOutcome | None = None) -> RunResult:
-    from evalkit.backends.resolve import (  # lazy: read per call: tests patch resolve.open_backends
+    from evalkit.backends.pricing import PriceTable
+    from evalkit.backends.resolve import (
         check_guards,
         check_inputs,
         duplicate_recordings,
@@ -428,6 +419,9 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
         plan,
         resolve_backends,
     )
+    from evalkit.execution.pool import Job, run_pool
+    from evalkit.scoring.ontology import load_ontology
+    from evalkit.stages import judge as judging
 
     ontology = load_ontology(opts.ontology, opts.ontology_mode)  # usage errors before anything else
     judge_mode = judging.check_mode(opts.judge_mode, opts.judge)
@@ -526,6 +520,7 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
 
     if opts.batch and jobs:  # the uncached calls as provider batches; the pool then serves (and counts) their answers
         from evalkit.backends.batch import prefill
+        from evalkit.execution.pool import run_async
 
         wrapped = run_async(prefill([(j.backend, j.request) for j in jobs], runfolder.read_batches(run_dir),
                                     lambda state: runfolder.write_batches(run_dir, state), opts.max_usd))
@@ -547,6 +542,8 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
 
     judge_info = None
     if judge_resolved is not None:
+        from evalkit.backends import BackendContext
+
         # A python: judge gets the document and the rendered judge prompts (not the task's extraction prompts).
         judge_backend = open_backends([judge_resolved], BackendContext(documents=ctx.documents), prices,
                                       check=False)[0]
@@ -612,6 +609,8 @@ def _run(opts: RunOptions, progress: Progress, held: ExitStack, done: _Done,
             settled(h)
     summary = write_summary(run_dir)  # before the pages: the index reads it
     if opts.notebooks and opts.html:
+        from evalkit.report.render import render_run
+
         render_run(run_dir)
     outcomes += scored
     if judge_resolved is not None:
@@ -649,7 +648,6 @@ def warn_identical_samples(k: int, requests: list[Any]) -> None:
 def not_covered_sample(member: Member, backend: Any, request: Any, cassette: Any) -> dict[str, Any]:
     """extraction.json of a sample the replayed cassette has no recording of: an error of that sample (its
     member × backend is scored from the others), never a number."""
-
     completion = Completion(record=None, parse="error", calls=0, model=getattr(backend, "model", ""),
                             error=f"{NOT_COVERED}: no recording of sample {request.sample} of this request in {cassette}")
     data = extraction_record(member, backend, request, completion)
@@ -683,7 +681,6 @@ def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opt
     gets a score.json that says so: the index, scoreboard and history read the same status. `settled(home)`
     is called as soon as a member × backend's score.json is final (its score notebook has finished). `cluster`:
     an open `evalkit.execution.scheduler.Cluster` to run them on instead of the local pool."""
-
     jobs, per_home, per_task = [], {}, {}
     for h in homes:
         # the backend as its extraction.json records it (secrets redacted): what the notebooks get

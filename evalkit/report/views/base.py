@@ -72,7 +72,6 @@ def text(*lines: Any) -> None:
 
 def heading(title: Any, level: int = 2) -> None:
     """A section heading shown by a view (the title is escaped: it may come from data)."""
-
     level = min(max(int(level), 1), 6)
     t = html.escape(str(title), quote=False)
     IPython.display.display({"text/html": f"<h{level}>{t}</h{level}>", "text/plain": str(title)}, raw=True)
@@ -80,7 +79,6 @@ def heading(title: Any, level: int = 2) -> None:
 
 def para(*lines: Any) -> None:
     """A paragraph of prose (escaped), for the explanations a view puts under its headings."""
-
     t = " ".join(html.escape(str(line), quote=False) for line in lines)
     IPython.display.display({"text/html": f"<p>{t}</p>", "text/plain": " ".join(str(x) for x in lines)}, raw=True)
 
@@ -126,7 +124,6 @@ def table(data: Any, columns: list[str] | None = None, max_chars: int = MAX_CHAR
     rows are shown (None: all); a line under the table then counts them and names where the whole table
     is (`full`).
     """
-
     classes = "evalkit-table" + (" ek-kv" if kind == "kv" else "")
     df = _as_frame(data, columns)
     if df.empty:

@@ -84,7 +84,6 @@ def chart_bundle(spec: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     and a PNG rasterized from that SVG (a bitmap: nothing to inject). Same
     spec, same bytes.
     """
-
     import vl_convert as vlc
 
     if hasattr(spec, "to_dict"):

@@ -112,7 +112,6 @@ def score_page(result: Any, shape: str | None = None) -> None:
 
 def report_summary(members: pd.DataFrame, items: pd.DataFrame) -> None:
     """One line per backend: members scored, verdicts, mean score (and mean field accuracy for fields)."""
-
     if members is None or members.empty:
         print("0 member run(s)")
         return
@@ -162,7 +161,6 @@ def report_page(members: pd.DataFrame, items: pd.DataFrame, shape: str | None = 
 def trend(run_dir: Any, task: str, metric: str | None = None) -> None:
     """The task's headline metric over the runs of the run history, per backend (`evalkit.report.frames.run_trend`),
     or a one-line note while the history holds fewer than two earlier runs of the task."""
-
     frame, metric, _ = _report.run_trend(run_dir, task, metric)
     if frame is None:
         print(f"No trend yet: the run history (index.jsonl beside the run folder) holds fewer than "

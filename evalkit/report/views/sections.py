@@ -118,7 +118,6 @@ def members_table(members: pd.DataFrame) -> None:
 
 def member_pages(members: pd.DataFrame) -> list[str | None]:
     """Each member row's score page, relative to the task report (from its ``path``: the score.json)."""
-
     paths = members["path"] if "path" in members.columns else [None] * len(members)
     return [None if _is_null(p) else f"{str(p).rsplit('/', 1)[0]}/{page(SCORE_NB).name}" for p in paths]
 
