@@ -17,13 +17,13 @@ from urllib.parse import quote
 import IPython.display
 import pandas as pd
 
-from evalkit.report import frames as _report
+from evalkit.report import frames
 from evalkit.results.runfolder import SCORE
 
 # An outcome is fine when it is a success; set-aside outcomes are not problems either (the scorer
 # counted them toward nothing). Pages list them in their own table, never among the problems.
-SUCCESS = _report.SUCCESS
-SET_ASIDE = _report.SET_ASIDE
+SUCCESS = frames.SUCCESS
+SET_ASIDE = frames.SET_ASIDE
 NULL = "—"  # how a null figure is shown (an undefined ratio, a metric no judge has filled in): never 0
 MAX_CHARS = 200  # longest cell shown in a table (the full value is in score.json)
 TABLE_ROWS = 500  # most rows a table shows on a page; a line under it says where the rest is

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from evalkit.report import frames as _report
+from evalkit.report import frames
 from evalkit.report.views import charts
 from evalkit.report.views.base import _get, figure, heading, para, table
 from evalkit.results.samples import member_figures
@@ -23,7 +23,7 @@ def spread_chart(members: pd.DataFrame, rows: int = STRIP_ROWS) -> Any:
     """A strip of K points per member × backend (one per scored sample) with a tick at its mean; at most
     `rows` rows, the largest SDs first when there are more. None without samples."""
     alt = charts._alt()
-    data = _report.sample_spread(members)
+    data = frames.sample_spread(members)
     if data.empty:
         return None
     sd = data.groupby("label")["score"].std(ddof=1).fillna(0.0)
@@ -64,12 +64,12 @@ def samples_section(members: pd.DataFrame, items: pd.DataFrame) -> None:
 
     linked_members(rows)
     heading("Spread", 3)
-    shown = len(_report.sample_spread(members)["label"].unique())
+    shown = len(frames.sample_spread(members)["label"].unique())
     para("One point per scored sample, the black tick at the member's mean"
          + (f"; the {STRIP_ROWS} members with the largest SD of {shown}." if shown > STRIP_ROWS else "."))
     charts.chart(spread_chart(members), missing="(no scored samples)")
     heading("Unstable items", 3)
-    unstable = _report.unstable_items(items)
+    unstable = frames.unstable_items(items)
     para("Items whose outcome differs between samples, most unstable first (lowest agreement); outcomes in "
          "sample order, `absent` where a sample's item table lacks the item"
          + (f"; the first {UNSTABLE_ROWS} of {len(unstable)}." if len(unstable) > UNSTABLE_ROWS else "."))
@@ -87,7 +87,7 @@ def member_samples(result: Any) -> None:
     print(f"samples: {f['k_scored']} of {f['k']} scored · mean {figure(f['mean'])} · SD {figure(f['sd'])} · "
           f"pass@k {_verdict(f['pass_at_k'])} · pass^k {_verdict(f['pass_hat_k'])} · agreement "
           f"{figure(f['agreement'])} (this page shows sample 0)")
-    table([{"sample": s.get("sample", i), "score": figure(s.get("score")), "verdict": _report.verdict(
+    table([{"sample": s.get("sample", i), "score": figure(s.get("score")), "verdict": frames.verdict(
         s.get("passed"), _report_status(s)), "cause": s.get("cause"), "parse": (s.get("run") or {}).get("parse")}
         for i, s in enumerate(samples)])
 
