@@ -85,7 +85,7 @@ class RunTables:
 
     def counts(self) -> pd.DataFrame:
         """One row per task × backend: every count of summary.json (`evalkit.status.count`, the one counter)."""
-        import pandas as pd
+        import pandas as pd  # lazy: pandas is loaded only where it is used (import cost)
 
         rows = [{"task": task, "backend": backend, **count(m.to_dict("records")).to_json()}
                 for (task, backend), m in self.members.groupby(["task", "backend"], sort=False)]
@@ -113,7 +113,7 @@ def load_run(path: str | Path) -> RunTables:
     row for each member × backend that was not covered or skipped); `RunTables.counts` counts them.
 
     Raises `evalkit.errors.CorpusError` when `path` is not a folder."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas is loaded only where it is used (import cost)
 
     tasks = sorted({s.task for s in scan(path, status=None, unscored=True)})
     frames = [load_scores(path, t) for t in tasks]

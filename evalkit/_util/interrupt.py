@@ -138,7 +138,7 @@ _leaving = threading.Lock()
 
 def _leave(status: int, grace: float) -> None:
     """Stop this worker's children (SIGKILL after `grace` s), run the `on_stop` cleanups, exit with `status`."""
-    import psutil
+    import psutil  # lazy: psutil is loaded only where it is used (import cost)
 
     _leaving.acquire()  # once: a SIGTERM while the parent watch is leaving waits here for the exit
     logging.disable(logging.CRITICAL)  # a notebook thread seeing its kernel go says nothing: we are leaving
@@ -231,7 +231,7 @@ def stop_processes(pids: Iterable[int], grace: float = POOL_GRACE_S) -> None:
     The descendants are collected first: once a parent dies its children are re-parented and lost.
     multiprocessing's resource trackers are left alone: they leave by themselves once their owner is
     gone, and they are what removes the semaphores it leaked."""
-    import psutil
+    import psutil  # lazy: psutil is loaded only where it is used (import cost)
 
     tops, family = [], {}
     for pid in pids:
@@ -252,7 +252,7 @@ def stop_processes(pids: Iterable[int], grace: float = POOL_GRACE_S) -> None:
 
 
 def _send(p: Any, kill: bool) -> None:
-    import psutil
+    import psutil  # lazy: psutil is loaded only where it is used (import cost)
 
     try:
         p.kill() if kill else p.terminate()
@@ -261,7 +261,7 @@ def _send(p: Any, kill: bool) -> None:
 
 
 def _alive(p: Any) -> bool:
-    import psutil
+    import psutil  # lazy: psutil is loaded only where it is used (import cost)
 
     try:
         return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
@@ -270,7 +270,7 @@ def _alive(p: Any) -> bool:
 
 
 def _is_tracker(p: Any) -> bool:
-    import psutil
+    import psutil  # lazy: psutil is loaded only where it is used (import cost)
 
     try:
         return any("multiprocessing.resource_tracker" in part for part in p.cmdline())

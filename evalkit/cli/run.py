@@ -26,7 +26,7 @@ from evalkit.errors import EXIT_OK, EvalkitError, UsageError
 
 
 def _progress():
-    from tqdm import tqdm
+    from tqdm import tqdm  # lazy: tqdm is loaded only where it is used (import cost)
 
     bars = []
 

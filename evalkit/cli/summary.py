@@ -39,7 +39,7 @@ def verdict_line(o: Any, n: int, total: int, multi: bool) -> str:
 def printer(backends: int, echo: Callable[[str], Any] = click.echo) -> Callable[[Any, int, int], None]:
     """`runner.run`'s on_outcome: each verdict line printed (click.echo flushes) as soon as it exists, above
     any progress bar."""
-    from tqdm import tqdm
+    from tqdm import tqdm  # lazy: tqdm is loaded only where it is used (import cost)
 
     def show(o: Any, n: int, total: int) -> None:
         with tqdm.external_write_mode(file=sys.stdout):

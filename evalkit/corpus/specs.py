@@ -6,7 +6,7 @@ import datetime as _dt
 import re
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from evalkit._util.strict import Strict
 from evalkit.errors import UsageError
@@ -61,8 +61,6 @@ class Settings(Strict):
 def check_overrides(raw: dict[str, Any] | None) -> dict[str, Any]:
     """Overrides of `Settings` (``--set``), validated and typed (``"0.5"`` → 0.5). An unknown key or a bad
     value is a `UsageError` naming it and what is allowed."""
-    from pydantic import ValidationError
-
     known = list(Settings.model_fields)
     unknown = [k for k in raw or {} if k not in known]
     if unknown:

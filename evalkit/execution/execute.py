@@ -166,7 +166,7 @@ def _joined_streams(outputs: list[Any]) -> list[Any]:
 
 def _scrubbed(outputs: list[Any]) -> list[Any]:
     """`outputs` with every secret scrubbed; an error's name, value and traceback by both rules."""
-    import nbformat
+    import nbformat  # lazy: nbformat is loaded only where it is used (import cost)
 
     clean = [scrub(o, key_shaped=o.get("output_type") == "error") for o in outputs]
     return outputs if clean == outputs else [nbformat.from_dict(o) for o in clean]
@@ -175,7 +175,7 @@ def _scrubbed(outputs: list[Any]) -> list[Any]:
 def normalize_file(path: str | Path, out: str | Path | None = None) -> None:
     """Normalize an executed notebook file, in place or into `out` (atomic write either way);
     `out` is recorded as papermill's output path."""
-    import nbformat
+    import nbformat  # lazy: nbformat is loaded only where it is used (import cost)
 
     path = Path(path)
     out = Path(out) if out is not None else path
@@ -215,9 +215,10 @@ def _off_main_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 def _run_one(notebook: str, output: str, parameters: dict[str, Any], cwd: str, timeout: float | None,
              kernels: str = WARM) -> tuple:
     """Execute one notebook; return (ok, ename, evalue, exec_count, seconds)."""
-    import papermill as pm
+    import papermill as pm  # lazy: papermill is loaded only where it is used (import cost)
+    # lazy: papermill is loaded only where it is used (import cost)
     from papermill.exceptions import PapermillExecutionError
-    from traitlets.config import Config
+    from traitlets.config import Config  # lazy: traitlets is loaded only where it is used (import cost)
 
     # lazy: a cycle, papermill's entry point imports execution.kernels back
     from evalkit.execution.kernels import ENGINE, kernel_files, remove_kernel_files

@@ -204,7 +204,7 @@ def _run_loop(coro):
         # uvloop (where it installs: not on Windows) halves the event loop's per-call CPU, which is
         # what bounds throughput once many calls are in flight on a small machine.
         try:
-            import uvloop
+            import uvloop  # lazy: uvloop is loaded only where it is used (import cost)
         except ImportError:
             factory = None
         else:
@@ -232,7 +232,7 @@ def run_jobs(jobs: list[Job], max_concurrency: int = 8, on_done: Callable[[Job, 
 
 def tqdm_progress(total: int, desc: str = "extract") -> tuple[Progress, Callable[[], None]]:
     """A progress callback drawing a tqdm bar on stderr, and the function that closes it."""
-    from tqdm import tqdm
+    from tqdm import tqdm  # lazy: tqdm is loaded only where it is used (import cost)
 
     bar = tqdm(total=total, desc=desc, unit="call", file=sys.stderr, dynamic_ncols=True, leave=False)
 

@@ -131,7 +131,7 @@ def _attr_ok(tag: str, name: str, value: str) -> bool:
 
 @lru_cache(maxsize=1)
 def _cleaner() -> Any:
-    import bleach
+    import bleach  # lazy: bleach is loaded only where it is used (import cost)
 
     # bleach checks a relative href against "http(s)"; `_attr_ok` has already refused every absolute one.
     return bleach.Cleaner(tags=_HTML_TAGS, attributes=_attr_ok, protocols=["http", "https"],
@@ -147,8 +147,8 @@ def clean_output_html(markup: str) -> str:
 
 @lru_cache(maxsize=1)
 def _exporter() -> Any:
-    from nbconvert import HTMLExporter
-    from traitlets.config import Config
+    from nbconvert import HTMLExporter  # lazy: nbconvert is loaded only where it is used (import cost)
+    from traitlets.config import Config  # lazy: traitlets is loaded only where it is used (import cost)
 
     c = Config()
     c.HTMLExporter.extra_template_basedirs = [str(TEMPLATES)]
@@ -288,7 +288,7 @@ def render_notebook(path: str | Path, out: str | Path | None = None, run_dir: st
 
     `run_dir`: the run folder the notebook belongs to, for the navigation bar (default: the nearest
     folder above holding run.json, else the notebook's place in the run layout)."""
-    import nbformat
+    import nbformat  # lazy: nbformat is loaded only where it is used (import cost)
 
     path = Path(path)
     out = Path(out) if out is not None else page(path)

@@ -414,7 +414,7 @@ def hold(folder: str | Path) -> Iterator[None]:
 
     The lock is an OS file lock on ``<folder>/.evalkit.lock`` (released if the holder dies); beside it,
     ``.evalkit.lock.json`` names the holder for the refusal's message."""
-    from filelock import FileLock, Timeout
+    from filelock import FileLock, Timeout  # lazy: filelock is loaded only where it is used (import cost)
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

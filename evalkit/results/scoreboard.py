@@ -95,7 +95,7 @@ def load_board(path: str | Path, *, must_exist: bool = False) -> dict[str, Any]:
 @contextmanager
 def locked(path: str | Path, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
     """Hold ``<path>.lock`` (an OS file lock: released if the holder dies)."""
-    from filelock import FileLock, Timeout
+    from filelock import FileLock, Timeout  # lazy: filelock is loaded only where it is used (import cost)
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -236,7 +236,7 @@ def scope(task: Task, dirs: list[Path], limit: int | None = None, sample: int | 
     if limit is not None:
         return dirs[:limit]
     if sample is not None and sample < len(dirs):
-        import numpy as np
+        import numpy as np  # lazy: numpy is loaded only where it is used (import cost)
 
         picked = np.random.default_rng(sub_seed(SEED if seed is None else seed, task.id)).choice(
             len(dirs), size=sample, replace=False)
