@@ -10,7 +10,7 @@ __all__ = ["run", "score", "load_run", "RunTables", "__version__"]
 
 def __getattr__(name: str):
     if name in ("run", "score", "load_run", "RunTables"):
-        from evalkit import api
+        from evalkit import api  # lazy: keeps `evalkit --help` fast
 
         return getattr(api, name)
     raise AttributeError(f"module 'evalkit' has no attribute {name!r}")

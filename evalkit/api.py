@@ -17,6 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 from evalkit.backends import BackendSpec
+from evalkit.errors import EvalkitError
+from evalkit.report.frames import MEMBER_COLUMNS, load_scores
+from evalkit.results.runfolder import read_run_json, read_summary, scan
+from evalkit.stages.runner import run as run_with
+from evalkit.stages.runner import run_options
+from evalkit.status import NOT_COVERED, SKIPPED, count, shown
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,9 +50,6 @@ def run(corpus: str | Path, backends: Iterable[str | BackendSpec], *, out: str |
     Returns the `RunResult`: ``run_dir``, one `Outcome` per member × backend (status, score, passed,
     metrics) and ``exit_code`` (what `evalkit run` would exit with). Load its tables with `load_run`.
     """
-    from evalkit.stages.runner import run as run_with
-    from evalkit.stages.runner import run_options
-
     return run_with(run_options(corpus=corpus, backends=backends, sources=sources, tasks=tasks, only=only,
                                 out=out, threshold=threshold, notebooks=notebooks, html=html and notebooks,
                                 record=record, max_usd=max_usd, workers=workers))
@@ -57,8 +60,6 @@ def score(corpus: str | Path, predictions: str | Path, **kwargs) -> RunResult:
 
     Takes `run`'s keyword arguments (`out`, `sources`, `tasks`, `only`, `threshold`, `notebooks`, `html`,
     `workers`); the backend is labelled ``predictions``."""
-    from evalkit.errors import EvalkitError
-
     if not Path(predictions).is_dir():
         raise EvalkitError(f"{predictions}: predictions folder not found")
     return run(corpus, [BackendSpec("predictions", "predictions", {"dir": str(predictions)})], **kwargs)
@@ -80,9 +81,7 @@ class RunTables:
 
     def counts(self) -> pd.DataFrame:
         """One row per task × backend: every count of summary.json (`evalkit.status.count`, the one counter)."""
-        import pandas as pd
-
-        from evalkit.status import count
+        import pandas as pd  # lazy: pandas is loaded only where it is used (import cost)
 
         rows = [{"task": task, "backend": backend, **count(m.to_dict("records")).to_json()}
                 for (task, backend), m in self.members.groupby(["task", "backend"], sort=False)]
@@ -92,9 +91,6 @@ class RunTables:
 def _unscored_rows(path: str | Path) -> list[dict]:
     """The member × backends a run has no result folder for, from its summary.json: not covered (per
     backend) and skipped or refused (the task's members the gate left out, for each backend)."""
-    from evalkit.results.runfolder import read_run_json, read_summary
-    from evalkit.status import NOT_COVERED, SKIPPED, shown
-
     heldout = set(read_run_json(path).get("heldout") or [])
     rows = []
     for task, t in ((read_summary(path) or {}).get("tasks") or {}).items():
@@ -113,10 +109,7 @@ def load_run(path: str | Path) -> RunTables:
     row for each member × backend that was not covered or skipped); `RunTables.counts` counts them.
 
     Raises `evalkit.errors.CorpusError` when `path` is not a folder."""
-    import pandas as pd
-
-    from evalkit.report.frames import MEMBER_COLUMNS, load_scores
-    from evalkit.results.runfolder import scan
+    import pandas as pd  # lazy: pandas is loaded only where it is used (import cost)
 
     tasks = sorted({s.task for s in scan(path, status=None, unscored=True)})
     frames = [load_scores(path, t) for t in tasks]

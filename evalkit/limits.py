@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from evalkit.errors import UsageError
+
 __all__ = ["Limit", "LIMITS", "DOCUMENT_BYTES", "ANSWER_BYTES", "YAML_BYTES", "YAML_NODES", "NESTING_DEPTH",
            "READ_DEADLINE_S", "markdown_table", "PIPELINE_TIMEOUT_S", "PIPELINE_MEMORY_BYTES", "JSON_FILE_BYTES", "PAGE_IMAGES"]
 
@@ -38,12 +40,8 @@ class Limit:
         try:
             v = float(raw)
         except ValueError:
-            from evalkit.errors import UsageError
-
             raise UsageError(f"{self.env}={raw!r}: expected a number of {self.unit}") from None
         if v <= 0:
-            from evalkit.errors import UsageError
-
             raise UsageError(f"{self.env}={raw!r}: must be positive")
         return v
 

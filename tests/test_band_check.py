@@ -211,9 +211,9 @@ def test_check_and_band_are_library_functions_the_commands_only_print(world, tmp
     from contextlib import redirect_stdout
 
     from evalkit.backends import BackendSpec
+    from evalkit.board.measure import measure
     from evalkit.board.regress import check
     from evalkit.errors import EXIT_FAILED
-    from evalkit.results.band import measure
     from evalkit.results.scoreboard import update_scoreboard
     from evalkit.stages.runner import RunOptions
 

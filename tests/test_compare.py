@@ -10,7 +10,7 @@ import pytest
 from servers.fixtures import *  # noqa: F401,F403
 from test_judge import cli, evalkit, python_judge, run_graph, two_cassettes
 
-from evalkit.compare import sides as compare
+from evalkit.compare import sides
 from evalkit.report import chrome
 from evalkit.scoring import stats
 
@@ -30,33 +30,33 @@ def test_bootstrap_ci_is_seeded_and_brackets_the_micro_f1():
 def test_figures_from_a_judged_run(tmp_path):
     out = tmp_path / "runs" / "both"
     run_graph(out, two_cassettes(tmp_path), judge=python_judge(tmp_path), judge_mode="both")
-    c = compare.load(out, "encyclopedia")
+    c = sides.load(out, "encyclopedia")
     assert c.backends == ["alpha", "beta"] and c.judge_mode == "both" and c.ontology_mode == "freeform"
-    f1 = {(r["backend"], r["axis"], r["kind"]): r for r in compare.f1_figures(c, n_boot=200)}
+    f1 = {(r["backend"], r["axis"], r["kind"]): r for r in sides.f1_figures(c, n_boot=200)}
     assert f1[("alpha", "relations", "judged")]["f1"] == 1.0 > f1[("alpha", "relations", "strict")]["f1"]
     assert f1[("alpha", "relations", "strict")]["members"] == 2
-    calls = {r["backend"]: r for r in compare.calls_figures(c)}
+    calls = {r["backend"]: r for r in sides.calls_figures(c)}
     assert calls["alpha"]["calls"] == 2 and calls["alpha"]["parse_ok"] == 2 and calls["alpha"]["error_rate"] == 0
     assert calls["alpha"]["latency_p50"] is not None and calls["alpha"]["input_tokens"] == 1800
-    matrix = compare.win_rate_matrix(c)
+    matrix = sides.win_rate_matrix(c)
     cell = matrix[(matrix.axis == "relations") & (matrix.backend == "alpha")].iloc[0]
     mirror = matrix[(matrix.axis == "relations") & (matrix.backend == "beta")].iloc[0]
     assert cell.win_rate == 1.0 and mirror.win_rate == 0.0 and cell.label == "100%" and not cell.flagged
-    assert not compare.disagreements(c).empty  # alpha wins on entities although its strict F1 is lower
-    assert set(compare.judge_accepted(c)["backend"]) == {"alpha"}
+    assert not sides.disagreements(c).empty  # alpha wins on entities although its strict F1 is lower
+    assert set(sides.judge_accepted(c)["backend"]) == {"alpha"}
     # only some backends; a run without a judge has null judged figures and no matrix
-    assert compare.load(out, "encyclopedia", ["beta"]).backends == ["beta"]
+    assert sides.load(out, "encyclopedia", ["beta"]).backends == ["beta"]
     plain = tmp_path / "runs" / "plain"
     run_graph(plain, two_cassettes(tmp_path))
-    c = compare.load(plain, "encyclopedia")
-    assert all(r["f1"] is None for r in compare.f1_figures(c, n_boot=50) if r["kind"] == "judged")
-    assert compare.win_rate_chart(c) is None and compare.pairwise_table(c).empty
+    c = sides.load(plain, "encyclopedia")
+    assert all(r["f1"] is None for r in sides.f1_figures(c, n_boot=50) if r["kind"] == "judged")
+    assert sides.win_rate_chart(c) is None and sides.pairwise_table(c).empty
 
 
 def test_order_inconsistency_is_marked_in_the_matrix(tmp_path):
     out = tmp_path / "runs" / "biased"
     run_graph(out, two_cassettes(tmp_path), judge=python_judge(tmp_path, "biased"), judge_mode="pairwise")
-    matrix = compare.win_rate_matrix(compare.load(out, "encyclopedia"))
+    matrix = sides.win_rate_matrix(sides.load(out, "encyclopedia"))
     rel = matrix[matrix.axis == "relations"]
     assert rel.flagged.all() and set(rel.label) == {"— *"}
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from corpus_factory import specs
 
-from evalkit.compare import sides as compare
+from evalkit.compare import sides
 from evalkit.corpus.tasks import DEFAULT_CORPUS
 from evalkit.results import runfolder
 from evalkit.stages.runner import RunOptions, run
@@ -30,10 +30,10 @@ def two_backends(tmp_path_factory):
 
 
 def test_flat_fields_compare_figures_agree_with_summary_json(two_backends):
-    c = compare.load(two_backends, "deal-memos")
-    assert c.backends == ["fake", "predictions"] and compare.shape(c) == "fields"
-    assert compare.nothing_comparable(c) is None
-    p, = compare.paired(c)
+    c = sides.load(two_backends, "deal-memos")
+    assert c.backends == ["fake", "predictions"] and sides.shape(c) == "fields"
+    assert sides.nothing_comparable(c) is None
+    p, = sides.paired(c)
     assert p["statement"].startswith("predictions − fake = −0.0") and "over 12 tuned members" in p["statement"]
     assert "over 1 held-out member" in p["heldout"]["statement"]
     fields = {f["field"]: f for f in p["fields"]}
@@ -49,17 +49,17 @@ def test_flat_fields_compare_figures_agree_with_summary_json(two_backends):
         assert (main["n"], held["n"]) == (12, 1)
         assert p["metrics"][0][side] == pytest.approx(main["mean"])
         assert p["heldout"]["metrics"][0][side] == pytest.approx(held["mean"])
-    table = compare.summary_table(c)
+    table = sides.summary_table(c)
     assert list(table["passed"]) == ["13/13", "10/13"]
 
 
 def test_one_backend_says_nothing_is_comparable(two_backends):
-    c = compare.load(two_backends, "deal-memos", backends=["fake"])
-    assert "only one backend (fake)" in compare.nothing_comparable(c) and compare.paired(c) == []
+    c = sides.load(two_backends, "deal-memos", backends=["fake"])
+    assert "only one backend (fake)" in sides.nothing_comparable(c) and sides.paired(c) == []
 
 
 def test_compare_html_shows_per_field_accuracy_and_the_paired_difference(two_backends):
-    page, = compare.compare_run(two_backends, workers=1)
+    page, = sides.compare_run(two_backends, workers=1)
     html = page.read_text()
     nb = json.loads((two_backends / "deal-memos" / runfolder.COMPARE).read_text())
     errors = [o for cell in nb["cells"] for o in cell.get("outputs", []) if o.get("output_type") == "error"]
@@ -75,20 +75,20 @@ def test_graph_and_tree_tasks_add_relation_type_f1_and_family_scores(tmp_path):
     run(RunOptions(corpus=DEFAULT_CORPUS, backends=specs("fake", f"g=cassette:path={cassette}"),
                    tasks=["adventure", "encyclopedia"], only=["drowned-bell-tower", "copper-wolves", "orla-fenwick"],
                    out=tmp_path / "run", notebooks=False, html=False))
-    tree = compare.load(tmp_path / "run", "adventure")
-    assert compare.shape(tree) == "tree"
-    families = compare.family_table(tree).set_index("family")
+    tree = sides.load(tmp_path / "run", "adventure")
+    assert sides.shape(tree) == "tree"
+    families = sides.family_table(tree).set_index("family")
     assert "areas" in families.index and families.loc["areas", "fake"] == "1.000 [1.000, 1.000]"
-    graph = compare.load(tmp_path / "run", "encyclopedia")
-    assert compare.shape(graph) == "graph"
-    per_type = compare.relation_type_f1(graph)
+    graph = sides.load(tmp_path / "run", "encyclopedia")
+    assert sides.shape(graph) == "graph"
+    per_type = sides.relation_type_f1(graph)
     fake = per_type[per_type["backend"] == "fake"]
     assert len(fake) and (fake["micro F1"] == "1.000").all() and (fake["fp"] == 0).all()  # fake echoes the truth
     # every relation type of the truth appears under the fake backend; the counts add up to its relation items
     scores = [d for d in graph.scores["fake"].values()]
     truth_relations = sum(1 for d in scores for i in d["items"] if i.get("axis") == "relations")
     assert fake["tp"].sum() == truth_relations
-    p, = compare.paired(graph)
+    p, = sides.paired(graph)
     assert p["statement"].startswith("g − fake = ") and p["metrics"][0]["n"] == 2
 
 

@@ -240,8 +240,9 @@ def test_truth_records_satisfy_the_schema():
 
 @needs_sources
 def test_members_parse_with_evalkit_models():
-    from evalkit.corpus.specs import FieldsTruth, Manifest
+    from evalkit.corpus.specs import Manifest
     from evalkit.corpus.tasks import parse
+    from evalkit.scoring.fields import FieldsTruth
 
     for row in _rows():
         manifest, _ = parse(Manifest, TASK_DIR / row["slug"] / "manifest.yaml")

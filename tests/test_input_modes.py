@@ -17,10 +17,10 @@ from servers.fixtures import _clean_env, ant, oai  # noqa: F401 - fixtures
 from servers.parts import png_size
 
 from evalkit._util.jsonio import canonical_sha
-from evalkit.backends.base import PDF_MEDIA_TYPE, PNG_MEDIA_TYPE, Part
 from evalkit.backends.cassette import cassette_key, load_records
 from evalkit.backends.pricing import image_tokens, pdf_page_tokens
 from evalkit.backends.resolve import build_backends, plan, resolve_backends
+from evalkit.corpus.parts import PDF_MEDIA_TYPE, PNG_MEDIA_TYPE, Part
 from evalkit.corpus.rasterize import render_pages
 from evalkit.corpus.sources import check_integrity, read_document
 from evalkit.corpus.specs import check_overrides

@@ -356,8 +356,8 @@ def test_the_judge_takes_a_scorer_by_its_declared_shape_not_its_name():
     from dataclasses import replace
     from types import SimpleNamespace
 
-    from evalkit.scoring.fields import SCORER as FIELDS
     from evalkit.scoring.base import JUDGED_GRAPH
+    from evalkit.scoring.fields import SCORER as FIELDS
     from evalkit.stages.judge import _is_graph
 
     def member(scorer):

@@ -59,7 +59,7 @@ def _imports(path: Path):
                 if child.level:
                     base = ".".join(package[: len(package) - child.level + 1] + ([base] if base else []))
                 for alias in child.names:
-                    target = f"{base}.{alias.name}" if base == "evalkit" else base
+                    target = f"{base}.{alias.name}"
                     yield child.lineno, target, in_function
             yield from visit(child, nested)
 

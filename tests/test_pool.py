@@ -82,7 +82,7 @@ def test_fatal_error_stops_new_jobs_and_is_raised():
 
 
 def test_summarize_calls():
-    from evalkit.execution.pool import summarize_calls
+    from evalkit.results.calls import summarize_calls
 
     cs = [Completion(record={}, latency_s=i / 10, usd=0.01) for i in range(1, 11)]
     cs.append(Completion(record=None, parse="error", error="HTTP 500", latency_s=1.1))

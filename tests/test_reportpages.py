@@ -7,7 +7,7 @@ from pathlib import Path
 import nbformat
 
 from evalkit._util.resources import NOTEBOOKS_DIR
-from evalkit.report import pages as reportpages
+from evalkit.report import pages
 from evalkit.report.render import _notebooks
 from evalkit.results import runfolder
 
@@ -21,19 +21,19 @@ def _parameters(nb_path):
 
 
 def test_every_page_has_its_template_with_exactly_its_parameters():
-    for p in reportpages.PAGES:
+    for p in pages.PAGES:
         assert p.template == NOTEBOOKS_DIR / p.notebook and p.template.is_file(), p
         assert _parameters(p.template) == p.params, p.notebook
 
 
 def test_every_notebook_template_but_the_tutorial_is_a_registered_page():
     shipped = {p.name for p in NOTEBOOKS_DIR.glob("*.ipynb")}
-    assert shipped - {p.notebook for p in reportpages.PAGES} == {"tutorial.ipynb"}
-    assert {p.notebook for p in reportpages.PAGES} <= set(runfolder.FILES)  # each a run-folder name of `runfolder`
+    assert shipped - {p.notebook for p in pages.PAGES} == {"tutorial.ipynb"}
+    assert {p.notebook for p in pages.PAGES} <= set(runfolder.FILES)  # each a run-folder name of `runfolder`
 
 
 def test_the_docs_page_is_the_registry():
-    assert (ROOT / "docs" / "pages.md").read_text() == reportpages.markdown()
+    assert (ROOT / "docs" / "pages.md").read_text() == pages.markdown()
 
 
 def test_only_registered_pages_of_a_run_folder_are_rendered(tmp_path):

@@ -18,8 +18,8 @@ from corpus_factory import cli, make_corpus
 from servers.fixtures import _clean_env  # noqa: F401 - fixture
 from servers.openai_fake import OpenAIFake
 
-from evalkit.execution.scheduler import Scheduler, connect, parse
 from evalkit.errors import WorkerDied
+from evalkit.execution.scheduler import Scheduler, connect, parse
 from evalkit.execution.workers import run_all
 from evalkit.results.runfolder import EXTRACTION, RUN_JSON
 from evalkit.status import BUDGET_STOP, ERROR, SCORED

@@ -6,10 +6,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from evalkit.corpus.specs import FieldsTruth
 from evalkit.scoring import ScoreContext
 from evalkit.scoring.evidence import bears, locate
-from evalkit.scoring.fields import FieldsOptions, score
+from evalkit.scoring.fields import FieldsOptions, FieldsTruth, score
 
 DOC = """# Invoice INV-2026-014
 

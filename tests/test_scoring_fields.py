@@ -8,9 +8,8 @@ from fractions import Fraction
 import pytest
 from pydantic import ValidationError
 
-from evalkit.corpus.specs import FieldsTruth
 from evalkit.scoring import ScoreContext
-from evalkit.scoring.fields import SCORER, FieldsOptions, score
+from evalkit.scoring.fields import SCORER, FieldsOptions, FieldsTruth, score
 from evalkit.scoring.gate import GateOptions, run_gate
 
 SOURCE = "Memo. Account ACC-123, entity SE-77.\nStart  1 March 2024."

@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from evalkit.corpus.specs import FieldsTruth
 from evalkit.scoring import ScoreContext
-from evalkit.scoring.fields import FieldsOptions, score
+from evalkit.scoring.fields import FieldsOptions, FieldsTruth, score
 from evalkit.scoring.tables import align
 
 COLUMNS = {"description": {"kind": "text"}, "quantity": {"kind": "number"},

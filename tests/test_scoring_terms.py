@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from evalkit.corpus.specs import FieldsTruth
 from evalkit.scoring import ScoreContext
-from evalkit.scoring.fields import FieldsOptions, score
+from evalkit.scoring.fields import FieldsOptions, FieldsTruth, score
 from evalkit.scoring.terms import align, as_terms
 
 SOURCE = "Account ACC-1. Archive from 1 April 2026 at 65%; Frontline from 1 January 2026 at 75%."

@@ -15,8 +15,7 @@ from conftest import HOSTILE_FIELD, HOSTILE_IMG, HOSTILE_SCRIPT, TASK_ID
 from test_render import tags
 
 from evalkit.corpus.tasks import load_task
-from evalkit.report import frames as report
-from evalkit.report import views
+from evalkit.report import frames, views
 from evalkit.report.render import clean_output_html, safe_svg
 from evalkit.scoring import ScoreContext, ScoreResult
 
@@ -160,8 +159,8 @@ def hostile_extraction() -> dict:
     ({"node": 1}, "items"),
 ])
 def test_dispatch_picks_the_view_of_the_item_shape(monkeypatch, columns, shape):
-    assert report.item_shape(pd.DataFrame([columns])) == shape
-    assert report.item_shape([columns]) == shape
+    assert frames.item_shape(pd.DataFrame([columns])) == shape
+    assert frames.item_shape([columns]) == shape
     called = []
     modules = {"fields": views.fields, "graph": views.graph, "tree": views.tree, "items": views.generic}
     for shape_name, module in modules.items():
@@ -192,8 +191,8 @@ def test_fields_view_keeps_its_sections(monkeypatch, capsys):
 def test_matched_ignored_and_excluded_are_not_problems(monkeypatch, capsys):
     outcomes = ["match", "matched", "ignored", "excluded", "mismatch", "missed", "spurious", "hallucinated"]
     df = pd.DataFrame([{"family": "f", "area": f"area-{o}", "outcome": o, "reason": f"why {o}"} for o in outcomes])
-    assert list(report.problem_rows(df)["outcome"]) == ["mismatch", "missed", "spurious", "hallucinated"]
-    assert list(report.set_aside_rows(df)["outcome"]) == ["ignored", "excluded"]
+    assert list(frames.problem_rows(df)["outcome"]) == ["mismatch", "missed", "spurious", "hallucinated"]
+    assert list(frames.set_aside_rows(df)["outcome"]) == ["ignored", "excluded"]
     page = Page(monkeypatch, capsys)
     views.mismatches(df)
     html = page.tables()[0]
@@ -243,7 +242,7 @@ def test_graph_report_corpus_figures_per_backend(monkeypatch, capsys):
                          "metric.relations_fn": 0, "metric.relations_f1": None, "metric.summary_f1": None,
                          "metric.judged_entities_f1": None})
     members = pd.DataFrame(rows)
-    corpus = report.graph_corpus(members).set_index("backend")
+    corpus = frames.graph_corpus(members).set_index("backend")
     assert corpus.loc["a", "entities_precision"] == pytest.approx(4 / 6)
     assert corpus.loc["b", "entities_precision"] == pytest.approx(2 / 4)
     assert corpus.loc["a", "relations_f1"] is None and corpus.loc["a", "judged_entities_f1"] is None
@@ -301,7 +300,7 @@ def test_tree_report_tables_and_corpus_means(monkeypatch, capsys):
                      "verdict": "PASS", "metric.score": areas, "metric.areas_f1": areas, "metric.areas_score": areas,
                      "metric.transitions_f1": transitions, "metric.transitions_score": transitions})
     members = pd.DataFrame(rows)
-    corpus = report.tree_corpus(members)
+    corpus = frames.tree_corpus(members)
     assert corpus.loc["areas_score", "a"] == 0.75 and corpus.loc["transitions_score", "a"] == 1.0
     assert corpus.loc["transitions_score", "b"] is None  # defined for no member: null, not 0
     page = Page(monkeypatch, capsys)
@@ -385,13 +384,13 @@ def test_trend_needs_two_earlier_runs_and_adds_this_one(tmp_path, monkeypatch, c
     views.trend(runs / "r2", "enc")  # one earlier run: the same note, byte for byte
     assert page.printed() == note and not page.charts()
     append_history(runs / "r2")
-    frame, metric, earlier = report.run_trend(runs / "r3", "enc")
+    frame, metric, earlier = frames.run_trend(runs / "r3", "enc")
     assert metric == "relations_f1" and earlier == 2
     assert list(frame["run_id"]) == ["r1", "r2", "r3"] and list(frame["value"]) == pytest.approx([0.5, 0.6, 0.7])
     views.trend(runs / "r3", "enc")
     assert "relations_f1" in page.printed() and page.charts()[0] is not None
     append_history(runs / "r3")  # in the history now: counted once, not twice
-    frame, _, earlier = report.run_trend(runs / "r3", "enc")
+    frame, _, earlier = frames.run_trend(runs / "r3", "enc")
     assert earlier == 2 and list(frame["run_id"]) == ["r1", "r2", "r3"]
 
 

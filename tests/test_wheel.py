@@ -20,7 +20,7 @@ import yaml
 
 from evalkit.board.scaffold import EXAMPLE_MEMBER, EXAMPLE_TASK
 from evalkit.errors import EXIT_OK
-from evalkit.report import pages as reportpages
+from evalkit.report import pages
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED_DOCS = ("tutorial", "authoring", "corpus-format", "pages")  # the pages a project and `evalkit docs` name
@@ -61,7 +61,7 @@ def test_the_wheel_runs_every_command_of_a_fresh_project_outside_the_repository(
     wheel, names = _build(tmp_path)
     # Every report page's template, the docs a project points to and the nbconvert template are in the package;
     # the checkout's own folders are not.
-    assert [p.notebook for p in reportpages.PAGES if f"evalkit/notebooks/{p.notebook}" not in names] == []
+    assert [p.notebook for p in pages.PAGES if f"evalkit/notebooks/{p.notebook}" not in names] == []
     assert all(f"evalkit/docs/{d}.md" in names for d in SHIPPED_DOCS)
     assert "evalkit/templates/evalkit/index.html.j2" in names and "evalkit/templates/evalkit/static/evalkit.css" in names
     assert not [n for n in names if n.startswith(("corpus/", "notebooks/", "docs/", "cassettes/", "tests/"))]

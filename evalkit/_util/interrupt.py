@@ -22,7 +22,9 @@ its answer for up to `ORPHAN_GRACE_S` — an answer received is paid for, and th
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import multiprocessing.util
 import os
 import signal
 import sys
@@ -118,8 +120,6 @@ def worker_signals(grace: float = 0.0) -> None:
 
     Off the main thread (a Dask worker's task thread: `evalkit.execution.scheduler`) it does nothing: that process's
     signals are its owner's (the Dask worker stops itself and its children), and Python allows none to be set."""
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         return
 
@@ -138,9 +138,7 @@ _leaving = threading.Lock()
 
 def _leave(status: int, grace: float) -> None:
     """Stop this worker's children (SIGKILL after `grace` s), run the `on_stop` cleanups, exit with `status`."""
-    import multiprocessing.util
-
-    import psutil
+    import psutil  # lazy: psutil is loaded only where it is used (import cost)
 
     _leaving.acquire()  # once: a SIGTERM while the parent watch is leaving waits here for the exit
     logging.disable(logging.CRITICAL)  # a notebook thread seeing its kernel go says nothing: we are leaving
@@ -175,8 +173,6 @@ def watch_parent(parent: int | None = None, grace: float = 0.0, orphan_grace: fl
     one) is gone, however it died: a daemon thread looks every `PARENT_POLL_S`; on Linux the kernel also sends
     `PARENT_GONE` the moment it dies (``PR_SET_PDEATHSIG``), which only wakes that thread. A worker's call in
     flight (`finishing`) gets `orphan_grace` s to record its answer first."""
-    import multiprocessing
-
     if parent is None:
         known = multiprocessing.parent_process()  # the spawner's pid, even if it died before we got here
         parent = known.pid if known is not None else os.getppid()
@@ -201,7 +197,6 @@ def _death_signal(signum: int) -> None:
     """Linux: have the kernel send `signum` to this process when its parent dies (elsewhere: nothing)."""
     if not sys.platform.startswith("linux"):
         return
-    import ctypes
 
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signum), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
@@ -236,7 +231,7 @@ def stop_processes(pids: Iterable[int], grace: float = POOL_GRACE_S) -> None:
     The descendants are collected first: once a parent dies its children are re-parented and lost.
     multiprocessing's resource trackers are left alone: they leave by themselves once their owner is
     gone, and they are what removes the semaphores it leaked."""
-    import psutil
+    import psutil  # lazy: psutil is loaded only where it is used (import cost)
 
     tops: list[Any] = []
     family: dict[int, Any] = {}  # psutil.Process by pid (psutil is untyped)
@@ -258,7 +253,7 @@ def stop_processes(pids: Iterable[int], grace: float = POOL_GRACE_S) -> None:
 
 
 def _send(p: Any, kill: bool) -> None:
-    import psutil
+    import psutil  # lazy: psutil is loaded only where it is used (import cost)
 
     try:
         p.kill() if kill else p.terminate()
@@ -267,7 +262,7 @@ def _send(p: Any, kill: bool) -> None:
 
 
 def _alive(p: Any) -> bool:
-    import psutil
+    import psutil  # lazy: psutil is loaded only where it is used (import cost)
 
     try:
         return bool(p.is_running() and p.status() != psutil.STATUS_ZOMBIE)
@@ -276,7 +271,7 @@ def _alive(p: Any) -> bool:
 
 
 def _is_tracker(p: Any) -> bool:
-    import psutil
+    import psutil  # lazy: psutil is loaded only where it is used (import cost)
 
     try:
         return any("multiprocessing.resource_tracker" in part for part in p.cmdline())

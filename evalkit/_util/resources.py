@@ -19,6 +19,8 @@ import os
 from importlib.resources import files
 from pathlib import Path
 
+from evalkit.errors import UsageError
+
 __all__ = ["NOTEBOOKS_DIR", "DOCS_DIR", "TEMPLATES_DIR", "CHECKOUT", "jupyter_dir", "docs", "doc"]
 
 _PACKAGE = Path(str(files("evalkit")))
@@ -46,8 +48,6 @@ def docs() -> list[str]:
 def doc(name: str) -> Path:
     """The shipped docs page `name` (``tutorial`` or ``tutorial.md``); a `UsageError` (exit 2) naming the
     pages there are when there is none."""
-    from evalkit.errors import UsageError
-
     stem = name.removesuffix(".md")
     if stem not in docs():
         raise UsageError(f"no docs page {name!r}; the pages: {', '.join(docs())}")

@@ -36,7 +36,7 @@ import json
 import os
 from typing import Any
 
-from evalkit.backends.base import PDF_MEDIA_TYPE, BackendContext, Request
+from evalkit.backends.base import BackendContext, Request
 from evalkit.backends.live import (
     Attempt,
     LiveBackend,
@@ -54,6 +54,7 @@ from evalkit.backends.live import (
 from evalkit.backends.pricing import PriceTable
 from evalkit.backends.providers import Provider
 from evalkit.backends.spec import BackendSpec
+from evalkit.corpus.parts import PDF_MEDIA_TYPE
 from evalkit.corpus.specs import INPUT_MODES
 from evalkit.errors import BackendError, UsageError
 

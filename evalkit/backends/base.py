@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Literal, Protocol, runtime_checkable
 
+from evalkit.corpus.parts import Part
+
 # "schema_invalid" is set on extraction.json's run block, never by a backend (`pipeline.extraction_record`).
 ParseOutcome = Literal["clean", "recovered", "malformed", "error", "schema_invalid"]
 
@@ -35,7 +37,7 @@ class Request:
     # How the document is sent (`models.Settings.input`): "text" (in `user`), "pdf" or "images" (in `parts`).
     input: str = "text"
     dpi: int = 100  # the pages' rendering resolution ("images")
-    parts: tuple["Part", ...] = field(default=(), repr=False)
+    parts: tuple[Part, ...] = field(default=(), repr=False)
     sources_sha256: tuple[str, ...] = ()  # the source PDFs' sha256: what a cassette key covers of `parts`
 
     def input_key(self) -> dict[str, Any] | None:
@@ -50,39 +52,6 @@ class Request:
     def parts_summary(self) -> list[dict[str, Any]]:
         """What a cassette record and the dry run keep of each part: type, name, size, sha256, page sizes."""
         return [p.summary() for p in self.parts]
-
-
-@dataclass(frozen=True)
-class Part:
-    """A document part sent beside the prompt: one PDF file (input ``pdf``) or one page image (``images``)."""
-
-    media_type: str  # PDF_MEDIA_TYPE or PNG_MEDIA_TYPE
-    data: bytes = field(repr=False)
-    name: str  # the source file's name, or page-<n>.png
-    # Per page: (width, height), in pixels for an image, in points (1/72 inch) for a PDF's pages.
-    sizes: tuple[tuple[float, float], ...] = ()
-    text_chars: int = 0  # a PDF's text-layer characters (the providers bill them beside the page images)
-
-    @property
-    def sha256(self) -> str:
-        import hashlib
-
-        return hashlib.sha256(self.data).hexdigest()
-
-    def base64(self) -> str:
-        import base64
-
-        return base64.b64encode(self.data).decode("ascii")
-
-    def data_uri(self) -> str:
-        return f"data:{self.media_type};base64,{self.base64()}"
-
-    def summary(self) -> dict[str, Any]:
-        return {"media_type": self.media_type, "name": self.name, "bytes": len(self.data), "sha256": self.sha256,
-                "sizes": [[w, h] for w, h in self.sizes]}
-
-
-PDF_MEDIA_TYPE, PNG_MEDIA_TYPE = "application/pdf", "image/png"
 
 
 @dataclass

@@ -43,6 +43,7 @@ from evalkit.backends.parse import parse_record
 from evalkit.backends.pricing import PriceTable, default_table, parts_tokens, request_chars
 from evalkit.backends.providers import declared
 from evalkit.backends.redact import scrub_answer
+from evalkit.errors import UsageError
 from evalkit.limits import ANSWER_BYTES, READ_DEADLINE_S
 
 DEFAULT_TIMEOUT_S = 120.0
@@ -75,8 +76,6 @@ class Attempt:
 
 
 def option_float(options: Mapping[str, str], key: str, default: float) -> float:
-    from evalkit.errors import UsageError
-
     try:
         return float(options.get(key, default))
     except ValueError:
@@ -84,8 +83,6 @@ def option_float(options: Mapping[str, str], key: str, default: float) -> float:
 
 
 def option_int(options: Mapping[str, str], key: str, default: int) -> int:
-    from evalkit.errors import UsageError
-
     try:
         return int(options.get(key, default))
     except ValueError:

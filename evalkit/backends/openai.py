@@ -44,7 +44,7 @@ import json
 import os
 from typing import Any, Mapping
 
-from evalkit.backends.base import PDF_MEDIA_TYPE, BackendContext, Request
+from evalkit.backends.base import BackendContext, Request
 from evalkit.backends.live import (
     Attempt,
     LiveBackend,
@@ -62,6 +62,7 @@ from evalkit.backends.live import (
 from evalkit.backends.pricing import PriceTable
 from evalkit.backends.providers import Provider
 from evalkit.backends.spec import BackendSpec
+from evalkit.corpus.parts import PDF_MEDIA_TYPE
 from evalkit.corpus.specs import INPUT_MODES
 from evalkit.errors import BackendError, UsageError
 

@@ -123,7 +123,7 @@ def _load_file(path: str | Path) -> dict[str, Price]:
         if p.suffix.lower() == ".json":
             data = json.loads(text)
         else:
-            import yaml
+            import yaml  # lazy: yaml is loaded only where it is used (import cost)
 
             data = yaml.safe_load(text)
     except Exception as e:  # noqa: BLE001 - report any parse error as a usage error

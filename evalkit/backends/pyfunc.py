@@ -26,6 +26,7 @@ What the function returns (or raises) passes the secret scrubber like a provider
 from __future__ import annotations
 
 import asyncio
+import atexit
 import dataclasses
 import json
 import os
@@ -42,6 +43,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from evalkit import limits
+from evalkit._util.interrupt import at_stop
 from evalkit.backends.base import BackendContext, Completion, Request
 from evalkit.backends.parse import parse_record
 from evalkit.backends.providers import Provider
@@ -235,10 +237,6 @@ def _close_all() -> None:
 
 
 def _register_stop() -> None:
-    import atexit
-
-    from evalkit._util.interrupt import at_stop
-
     atexit.register(_close_all)
     at_stop(_close_all)  # a stopped sweep worker: its children are killed; their folders go too
 

@@ -15,10 +15,15 @@ says whether the module imported; each later one is one call's outcome:
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import importlib
 import importlib.util
+import inspect
 import json
 import os
+import resource
+import shutil
 import signal
 import struct
 import sys
@@ -27,6 +32,9 @@ import time
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
+from evalkit.backends.base import Completion
+from evalkit.errors import UsageError
+
 HEADER = struct.Struct(">Q")
 PARENT_POLL_S = 0.2
 MESSAGE_CHARS = 65536  # an exception's text kept; the parent scrubs it before cutting it to one line
@@ -34,8 +42,6 @@ MESSAGE_CHARS = 65536  # an exception's text kept; the parent scrubs it before c
 
 def load_function(target: str) -> Callable[..., Any]:
     """FUNCTION of MODULE (a dotted name importable from the project folder, or a ``.py`` file's path)."""
-    from evalkit.errors import UsageError
-
     module_name, sep, func_name = target.rpartition(":")
     if not sep or not module_name or not func_name:
         raise UsageError(f"python backend: expected python:MODULE:FUNCTION, got python:{target}")
@@ -104,11 +110,7 @@ def _invalid(message: str) -> bytes:
 
 
 def outcome(result: Any, latency: float) -> dict[str, Any]:
-    from evalkit.backends.base import Completion
-
     if isinstance(result, Completion):
-        import dataclasses
-
         value: Any = {f.name: getattr(result, f.name) for f in dataclasses.fields(result)}
         kind = "completion"
     elif isinstance(result, (dict, str)):
@@ -130,8 +132,6 @@ def failure(e: BaseException, memory: int) -> dict[str, Any]:
 
 
 def call(fn: Any, runner: Any, request: dict[str, Any]) -> Any:
-    import inspect
-
     result = fn(request["document"], request["task"])
     if inspect.isawaitable(result):
         result = runner.run(_awaited(result))
@@ -147,7 +147,6 @@ def watch_parent(parent: int, home: str) -> None:
     working folder it made for this process along (no one else is left to remove it)."""
     while os.getppid() == parent:
         time.sleep(PARENT_POLL_S)
-    import shutil
 
     shutil.rmtree(home, ignore_errors=True)
     os._exit(1)
@@ -162,14 +161,10 @@ def main(argv: list[str]) -> None:
     os.dup2(devnull, 0)  # the pipeline reading stdin must not read the requests
     os.dup2(2, 1)  # nor print into the answers
     try:
-        import resource
-
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     except (ImportError, ValueError, OSError):
         pass  # no such limit here (or a lower hard one already): the timeout still bounds the call
     sys.path.insert(0, project)
-
-    from evalkit.errors import UsageError
 
     try:
         fn = load_function(target)
@@ -180,8 +175,6 @@ def main(argv: list[str]) -> None:
         write_frame(answers, json.dumps(failure(e, memory)).encode())
         return
     write_frame(answers, b'{"ready": true}')
-
-    import asyncio
 
     runner = asyncio.Runner()  # one loop for the child's life: a pipeline's async clients stay usable
     while (request := read_frame(requests)) is not None:

@@ -43,6 +43,7 @@ from evalkit.backends.cassette import (
     miss_message,
     why_missed,
 )
+from evalkit.backends.live import DEFAULT_MAX_RETRIES, call_budgets, option_int
 from evalkit.backends.pricing import PRICES_ENV, PriceTable, default_table, estimate_tokens, parts_tokens, request_chars
 from evalkit.backends.providers import Provider, provider, providers
 from evalkit.backends.spec import BackendSpec
@@ -246,8 +247,6 @@ def _duplicate_guards(resolved: list[Resolved]) -> None:
 def _answers(path: Path) -> list[str] | None:
     """A cassette's answers, member by member, without what differs between two recordings of the same
     thing (timestamps, latency, the label's model name); None when it holds none."""
-    import json
-
     try:
         records = Cassette.load(path).records
     except CassetteError:
@@ -412,8 +411,6 @@ def cache_saving(r: Resolved, calls: Sequence[Request], table: PriceTable) -> tu
 
 
 def _max_retries(r: Resolved) -> int:
-    from evalkit.backends.live import DEFAULT_MAX_RETRIES, option_int
-
     return option_int(r.options, "max_retries", DEFAULT_MAX_RETRIES) if r.provider.live and r.provider.metered else 0
 
 
@@ -451,8 +448,6 @@ def plan(resolved: Sequence[Resolved], requests: Sequence[Request], prices: Pric
     `require_prices` (a dry run, or --max-usd, without --allow-unpriced): every backend that would call
     something, and a live judge, must have a price (`price_guard`). A replayed request with no recording is
     `not covered` (listed, its member left out; `evalkit.status`); with `strict_replay`, a guard."""
-    from evalkit.backends.live import call_budgets
-
     table = prices or default_table()
     plans: list[BackendPlan] = []
     guards = list(all_guards(resolved))

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -228,11 +230,7 @@ def redacted_command(argv: list[str] | None = None) -> str:
     """The command as an artefact, a lock note or a message may quote it: every backend SPEC among the
     arguments redacted (`BackendSpec.redacted`: no option secret, no URL userinfo or query), then every
     secret scrubbed. `argv`: the arguments after ``evalkit`` (default: this process's)."""
-    import shlex
-    import sys
-
-    from evalkit.backends.redact import scrub
-    from evalkit.errors import EvalkitError
+    from evalkit.backends.redact import scrub  # lazy: a cycle, backends.redact imports this module (via backends)
 
     def safe(arg: str) -> str:
         flag, eq, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)

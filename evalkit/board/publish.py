@@ -41,8 +41,11 @@ from typing import Any, Iterable, Mapping
 from evalkit._util.paths import member_ref
 from evalkit.backends.providers import declared
 from evalkit.backends.spec import BackendSpec, redact_stored
-from evalkit.corpus.tasks import DEFAULT_CORPUS, Member, find_task, load_task, task_dirs
+from evalkit.corpus.sources import check_integrity, read_document, sha256_file, source_paths
+from evalkit.corpus.tasks import DEFAULT_CORPUS, Member, find_task, load_task, sources_dir, task_dirs
 from evalkit.errors import EvalkitError, NotPublishable
+from evalkit.report.chrome import document, nav
+from evalkit.results.runfolder import INDEX
 from evalkit.results.scoreboard import edit_board, iter_entries, load_board, numeric_metrics, truth_sha256
 
 __all__ = ["BYOM_BOARD", "NotPublishable", "default_byom_board", "find_member", "public_entry", "publish",
@@ -113,8 +116,6 @@ def _provenance_problem(member: Member) -> str | None:
 
 def public_entry(member: Member, entry: Mapping[str, Any], sources: Path | None) -> dict[str, Any]:
     """The publishable form of one private scoreboard entry (see module docstring)."""
-    from evalkit.corpus.sources import check_integrity, sha256_file
-
     paths = check_integrity(member, sources)  # IntegrityError (exit 4) if the source changed
     m = member.manifest
     prov = m.truth_provenance
@@ -150,8 +151,6 @@ def _strings(value: Any, path: tuple = ()) -> Iterable[tuple[tuple, str]]:
 
 def _guard(public: Mapping[str, Any], member: Member, sources: Path | None) -> None:
     """Belt and braces: no truth string and no long run of document text in what is published."""
-    from evalkit.corpus.sources import read_document, source_paths
-
     truth = member.load_truth(sources)
     truth_data = truth.model_dump(mode="json") if hasattr(truth, "model_dump") else truth
     secrets = {s.strip().casefold() for _, s in _strings(truth_data)
@@ -174,8 +173,6 @@ def publish(member_ref: str, corpus: str | Path, *, board: str | Path | None = N
             sources: str | Path | None = None, backends: Iterable[str] | None = None,
             private_board: str | Path | None = None) -> list[tuple[str, str, str]]:
     """Copy a member's scored entries (all backends, or `backends`) onto the BYOM board; return the keys."""
-    from evalkit.corpus.tasks import sources_dir
-
     corpus = Path(corpus)
     src = sources_dir(sources)
     board = Path(board) if board is not None else default_byom_board()
@@ -256,7 +253,6 @@ def render_byom_html(board: Mapping[str, Any], title: str = "BYOM scoreboard") -
                   _cell((e.get("truth_sha256") or "")[:12] or None), _cell(e.get("published"))]
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table>")
-    from evalkit.report.chrome import document, nav
 
     return document(title, "\n".join(out), nav([(title, None)]), extra_css=_CSS)
 
@@ -265,7 +261,6 @@ def write_byom_report(board: str | Path | None = None, out: str | Path | None = 
     """Render the BYOM board (default: the committed one) to `out` (default ``runs/byom/index.html``)."""
     board = Path(board) if board is not None else default_byom_board()
     data = load_board(board, must_exist=True)
-    from evalkit.results.runfolder import INDEX
 
     out = Path(out) if out is not None else Path("runs") / "byom" / INDEX
     out.parent.mkdir(parents=True, exist_ok=True)

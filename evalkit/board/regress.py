@@ -34,18 +34,28 @@ It informs the reader; the band decides.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from evalkit.corpus.tasks import HELDOUT, TUNED, group_of
-from evalkit.errors import ScoreboardError
+from evalkit.board.sweep import sweep
+from evalkit.corpus.tasks import HELDOUT, TUNED, group_of, heldout_keys
+from evalkit.errors import EXIT_BACKEND, EXIT_FAILED, EXIT_OK, EXIT_PARTIAL, ScoreboardError, UsageError
 from evalkit.results.band import (  # the band file records which metrics are gated
     FLOOR,
     HIGHER_IS_BETTER,
+    band_path,
+    collect,
     direction,
     is_gated,
+    load_band,
 )
+from evalkit.results.runfolder import read_summary, scan
+from evalkit.results.scoreboard import board_path, entries_by_task, load_board
+from evalkit.results.scoreboard import update_scoreboard as update
 from evalkit.scoring.stats import SEED, as_number, mean, sign_flip_p, sub_seed
+from evalkit.status import ERROR, failure_of
 
 __all__ = ["FLOOR", "HIGHER_IS_BETTER", "is_gated", "direction", "Change", "Comparison", "compare", "parse_justify",
            "Coverage", "coverage", "CheckResult", "check"]
@@ -177,8 +187,6 @@ def compare(standing: Mapping[str, Mapping[str, Mapping[str, Any]]],
 def parse_justify(values: Iterable[str]) -> dict[str, str]:
     """``METRIC=reason`` (also ``TASK/METRIC``, ``TASK/BACKEND/METRIC``) → {key: reason}; a blank reason is a
     usage error."""
-    from evalkit.errors import UsageError
-
     out: dict[str, str] = {}
     for v in values:
         key, eq, reason = v.partition("=")
@@ -265,8 +273,6 @@ class CheckResult:
         """1 for an unjustified regression; else the new sweep's failure code (5 for errored members: an
         outage says more than "partial"); else 7 when a standing entry in scope was not covered (unless
         --allow-partial); else 0."""
-        from evalkit.errors import EXIT_BACKEND, EXIT_FAILED, EXIT_OK, EXIT_PARTIAL
-
         if self.comparison.unjustified:
             return EXIT_FAILED
         if self.sweep_code != EXIT_OK:
@@ -288,18 +294,6 @@ def check(opts: Any, *, run_dir: Any = None, board: Any = None, band_file: Any =
     A standing entry in scope (the tasks and members, of a backend the new sweep ran) that the new sweep
     did not cover or that errored makes the check partial: it does not pass (exit 7, `CheckResult.coverage`)
     unless `allow_partial`, which gates on what was covered and says so."""
-    from dataclasses import replace
-    from datetime import datetime, timezone
-    from pathlib import Path
-
-    from evalkit.board.sweep import sweep
-    from evalkit.corpus.tasks import heldout_keys
-    from evalkit.results.band import band_path, collect, load_band
-    from evalkit.results.runfolder import read_summary, scan
-    from evalkit.results.scoreboard import board_path, entries_by_task, load_board
-    from evalkit.results.scoreboard import update_scoreboard as update
-    from evalkit.status import ERROR, failure_of
-
     just = dict(justifications or {})
     tasks, only = opts.tasks, opts.only
     board_file = Path(board or board_path(opts.corpus))

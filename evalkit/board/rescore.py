@@ -22,8 +22,20 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from evalkit import __version__
+from evalkit.backends import BackendContext, BackendSpec
+from evalkit.corpus.sources import check_integrity, read_document, sha256_file
+from evalkit.corpus.specs import Settings
+from evalkit.corpus.tasks import find_task, sources_dir
 from evalkit.errors import EXIT_INTEGRITY, EXIT_INVALID, EXIT_OK, EvalkitError, IntegrityError, ScoreboardError
-from evalkit.results.scoreboard import edit_board, iter_entries, load_board
+from evalkit.results.runfolder import read_extraction
+from evalkit.results.scoreboard import (
+    edit_board,
+    iter_entries,
+    load_board,
+    read_archived,
+    truth_sha256,
+)
+from evalkit.stages.pipeline import apply_verdict_policy, render_request, request_sha, run_sync, score_record
 
 __all__ = ["Rescored", "RescoreResult", "rescore"]
 
@@ -63,10 +75,8 @@ def replayed_record(member: Any, document: Any, archived: dict[str, Any], entry:
     """The record an archive names by its cassette (``"replay": true``, a pointer member's): the same request
     rendered again and replayed from that committed cassette — no model call. A request that no longer renders
     the same (the prompt, schema or settings changed since) is refused: re-run the entry."""
-    from evalkit.backends import BackendContext, BackendSpec
+    # lazy: read per call: tests patch resolve.open_backends
     from evalkit.backends.resolve import open_backends, resolve_backends
-    from evalkit.corpus.specs import Settings
-    from evalkit.stages.pipeline import render_request, request_sha, run_sync
 
     sent = {k: v for k, v in (entry.get("settings") or {}).items() if k in Settings.model_fields}
     request = render_request(member.task, member, document, None, Settings().with_overrides(sent))
@@ -87,12 +97,6 @@ def replayed_record(member: Any, document: Any, archived: dict[str, Any], entry:
 
 def _rescore_one(board_dir: Path, task_id: str, member_id: str, label: str, entry: dict[str, Any],
                  corpus: Path, sources: Path | None, cache: dict) -> tuple[Rescored, dict[str, Any] | None]:
-    from evalkit.corpus.sources import check_integrity, read_document, sha256_file
-    from evalkit.corpus.tasks import find_task
-    from evalkit.results.runfolder import read_extraction
-    from evalkit.results.scoreboard import read_archived, truth_sha256
-    from evalkit.stages.pipeline import apply_verdict_policy, score_record
-
     res = Rescored(task_id, member_id, label, "failed", before=dict(entry.get("metrics") or {}))
     folder = entry.get("run_folder")
     if not folder and not entry.get("archive"):
@@ -139,8 +143,6 @@ def rescore(board_path: str | Path, *, corpus: str | Path | None = None, sources
     `corpus` defaults to the board's folder; `only` takes member ids or ``task/member`` keys;
     `backends` takes labels.
     """
-    from evalkit.corpus.tasks import sources_dir
-
     board_path = Path(board_path)
     corpus = Path(corpus) if corpus is not None else board_path.parent
     src = sources_dir(sources)

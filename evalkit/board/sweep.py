@@ -39,6 +39,7 @@ backend spec (`_clear`; under ``--force`` only in members sweep.json has no reco
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import shutil
@@ -51,11 +52,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 from evalkit import __version__
-from evalkit._util.interrupt import Interrupted, signals_blocked
-from evalkit._util.jsonio import remove_partials
+from evalkit._util.interrupt import Interrupted, finishing, signals_blocked
+from evalkit._util.jsonio import remove_partials, unsynced
 from evalkit._util.paths import member_ref
-from evalkit.backends import BackendSpec, check_labels
+from evalkit.backends import BackendSpec, check_labels, labels_slug
 from evalkit.backends.cassette import env_cassette
+from evalkit.backends.predictions import PROVIDER as PREDICTIONS
+from evalkit.backends.predictions import prediction_file
+from evalkit.backends.pricing import PriceTable
+from evalkit.backends.providers import provider
+from evalkit.corpus.sources import check_integrity, read_document, sha256_file
 from evalkit.corpus.tasks import load_tasks
 from evalkit.errors import (
     EXIT_BACKEND,
@@ -68,11 +74,15 @@ from evalkit.errors import (
     UsageError,
     WorkerDied,
 )
+from evalkit.execution.pool import Job, run_pool
 from evalkit.execution.workers import run_all
 from evalkit.results import runfolder
+from evalkit.results.runfolder import Home
+from evalkit.results.scoreboard import truth_sha256
 from evalkit.results.summary import write_sweep_summary
 from evalkit.scoring.stats import SEED
-from evalkit.stages.runner import Outcome, RunOptions, check_scope, scope
+from evalkit.stages.pipeline import backend_context, extraction_record, render_request, request_sha
+from evalkit.stages.runner import Outcome, RunOptions, _reusable, check_scope, record, run, scope
 from evalkit.status import ERROR, NOT_COVERED, REFUSED, SCORED
 
 __all__ = ["MemberResult", "SweepResult", "sweep", "currency_keys", "default_sweep_dir"]
@@ -93,8 +103,6 @@ def _sha_bytes(data: bytes) -> str:
 
 def _fingerprint(path: Path) -> str | None:
     """sha256 of a file; for a folder, of its files' names, sizes and mtimes (cheap, still catches edits)."""
-    from evalkit.corpus.sources import sha256_file
-
     if path.is_file():
         return sha256_file(path)
     if path.is_dir():
@@ -144,9 +152,6 @@ class Fingerprints:
         return sha
 
     def backend_inputs(self, spec: BackendSpec, member_id: str) -> dict[str, str]:
-        from evalkit.backends.predictions import PROVIDER as PREDICTIONS
-        from evalkit.backends.predictions import prediction_file
-
         out = {}
         for k, path in spec.files().items():
             if spec.kind == PREDICTIONS.kind and path.is_dir():  # the one file this member's answer is read from
@@ -163,10 +168,6 @@ def _member_inputs(member: Any, backends: list[BackendSpec], sources: Path | Non
                    notebooks: bool, settings: dict[str, Any] | None, prints: Fingerprints, samples: int = 1
                    ) -> tuple[Any, dict[str, dict[str, Any]]] | None:
     """The member's request and its currency keys (see `currency_keys`); None if they cannot be known."""
-    from evalkit.corpus.sources import check_integrity, read_document, sha256_file
-    from evalkit.results.scoreboard import truth_sha256
-    from evalkit.stages.pipeline import render_request, request_sha
-
     try:
         paths = check_integrity(member, sources)
         request = render_request(member.task, member, read_document(paths), None,
@@ -265,8 +266,6 @@ class SweepResult:
 
 def default_sweep_dir(labels: list[str]) -> Path:
     """``runs/sweep-<labels>``: a stable name, so a re-run finds what is current."""
-    from evalkit.backends import labels_slug
-
     return Path("runs") / f"sweep-{labels_slug(labels)}"
 
 
@@ -277,8 +276,6 @@ def _outcome(d: dict[str, Any]) -> Outcome:
 def _paid(spec: BackendSpec) -> bool:
     """Whether a backend's answers cost a model call that nothing local can make again (a cassette, a predictions
     folder or the fake backend answer again for free, and may have changed since)."""
-    from evalkit.backends.providers import provider
-
     try:
         prov = provider(spec.kind)
     except EvalkitError:
@@ -319,15 +316,8 @@ def _calls_job(opts: RunOptions, members: list[RunOptions]) -> dict[str, Any]:
     (`interrupt.finishing`) and are never paid twice; an orphan starts no new call. Never raises: a member
     with no answer here (a key not set) makes its own call, and fails alone; a failed call is that member's
     error for this sweep (`RunOptions.answered`), retried by the next."""
-    from evalkit._util.interrupt import finishing
-    from evalkit._util.jsonio import unsynced
-    from evalkit.backends.pricing import PriceTable
+    # lazy: read per call: tests patch resolve.open_backends
     from evalkit.backends.resolve import check_guards, open_backends, resolve_backends
-    from evalkit.corpus.sources import check_integrity, read_document
-    from evalkit.execution.pool import Job, run_pool
-    from evalkit.results.runfolder import Home
-    from evalkit.stages.pipeline import backend_context, extraction_record, render_request
-    from evalkit.stages.runner import _reusable
 
     try:
         resolved = [r for r in resolve_backends([s for s in opts.backends if _paid(s)]) if r.mode == "live"]
@@ -387,8 +377,6 @@ class _UnlessOrphaned:
         return getattr(self.inner, name)
 
     async def complete(self, request: Any) -> Any:
-        import asyncio
-
         if os.getppid() != self.parent:
             await asyncio.Event().wait()  # never: the worker leaves once the calls in flight are recorded
         self.sent.add(id(request))
@@ -400,10 +388,6 @@ def _member_job(opts: RunOptions, reuse: bool = False) -> dict[str, Any]:
     """Worker: run one member (`opts` selects it) into its own run folder, afresh but for the paid answers
     `_clear` keeps. Never raises. Orphaned (the sweep killed), the worker first lets a call in flight record
     its answer (`interrupt.finishing`)."""
-    from evalkit._util.interrupt import finishing
-    from evalkit._util.jsonio import unsynced
-    from evalkit.stages.runner import run
-
     calling = [False]
 
     def progress(phase: str, total: int) -> Callable[[], None]:
@@ -488,8 +472,6 @@ def _refuse_run_only(opts: RunOptions) -> None:
 def sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None = None) -> SweepResult:
     """Run every selected member (skipping current ones, unless ``opts.force``) in worker processes; see
     module docstring. ``opts.workers``: members at a time."""
-    from evalkit.stages.runner import record
-
     with ExitStack() as held:  # the sweep folder's lock, once taken
         result = _sweep(opts, progress, held)
     result.recorded = record(result, opts)

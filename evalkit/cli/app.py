@@ -24,8 +24,8 @@ def fail(err: EvalkitError) -> None:
 
 
 def _stopped(err: KeyboardInterrupt, args: list[str]) -> None:
-    from evalkit._util.interrupt import Interrupted, received
-    from evalkit.backends.spec import redacted_command as quoted
+    from evalkit._util.interrupt import Interrupted, received  # lazy: keeps `evalkit --help` fast
+    from evalkit.backends.spec import redacted_command as quoted  # lazy: keeps `evalkit --help` fast
 
     sig = err.signum if isinstance(err, Interrupted) else received()
     done = err.done if isinstance(err, Interrupted) else ""
@@ -69,10 +69,10 @@ class _Group(click.Group):
 @click.version_option(__version__, prog_name="evalkit")
 def main() -> None:
     """Measure how well an LLM extracts structured data from documents."""
-    from evalkit.backends.cassette import env_cassette
+    from evalkit.backends.cassette import env_cassette  # lazy: keeps `evalkit --help` fast
 
     env_cassette()  # EVALKIT_RECORD_LLM and EVALKIT_REPLAY_LLM both set: every command refuses at once (exit 2)
     if threading.current_thread() is threading.main_thread():
-        from evalkit._util.interrupt import handle_signals
+        from evalkit._util.interrupt import handle_signals  # lazy: keeps `evalkit --help` fast
 
         handle_signals()

@@ -49,8 +49,8 @@ def sweep_cmd(backends, **given):
     problem). Verdicts (PASS/FAIL) are results, not failures; an errored member is never written
     to the scoreboard and is retried by the next sweep.
     """
-    from evalkit.backends import BackendSpec
-    from evalkit.board.sweep import sweep
+    from evalkit.backends import BackendSpec  # lazy: keeps `evalkit --help` fast
+    from evalkit.board.sweep import sweep  # lazy: keeps `evalkit --help` fast
 
     result = sweep(run_options(backends=backends or [BackendSpec("fake", "fake")], **given))
     print_summary(result)
@@ -88,8 +88,8 @@ def band_cmd(n_sweeps, backend, sweep_backends, from_runs, label, band_out, runs
     Give exactly one of: --backend NAME=SPEC with --sweeps N (live, N runs), --sweep-backend
     NAME=SPEC once per sweep (recorded cassettes), or --from-run DIR once per sweep.
     """
-    from evalkit.results.band import measure
-    from evalkit.scoring.stats import SEED
+    from evalkit.board.measure import measure  # lazy: keeps `evalkit --help` fast
+    from evalkit.scoring.stats import SEED  # lazy: keeps `evalkit --help` fast
 
     if sum(bool(x) for x in (backend, sweep_backends, from_runs)) != 1:
         raise UsageError("band: give exactly one of --backend (with --sweeps N), --sweep-backend (once per sweep) "
@@ -142,9 +142,9 @@ def check_cmd(run_dir, backends, out, justify, band_file, update_scoreboard, see
     gates on what was covered); 4/5/6: the new sweep had refused / errored or failed members or a cassette
     problem (and no unjustified regression).
     """
-    from evalkit.backends import labels_slug
-    from evalkit.board.regress import check, parse_justify
-    from evalkit.scoring.stats import SEED
+    from evalkit.backends import labels_slug  # lazy: keeps `evalkit --help` fast
+    from evalkit.board.regress import check, parse_justify  # lazy: keeps `evalkit --help` fast
+    from evalkit.scoring.stats import SEED  # lazy: keeps `evalkit --help` fast
 
     if bool(run_dir) == bool(backends):
         raise UsageError("check: give a RUN_DIR to read, or --backend NAME=SPEC to run a new sweep (not both)")
@@ -201,9 +201,9 @@ def rescore_cmd(corpus, sources, tasks, board, only, labels):
     No backend is constructed, no model called; run blocks are carried verbatim. Exit 0, 3 if an
     entry could not be re-scored (its run folder is gone), 4 if a member's source changed.
     """
-    from evalkit.board.rescore import rescore
-    from evalkit.corpus.tasks import DEFAULT_CORPUS
-    from evalkit.results.scoreboard import board_path
+    from evalkit.board.rescore import rescore  # lazy: keeps `evalkit --help` fast
+    from evalkit.corpus.tasks import DEFAULT_CORPUS  # lazy: keeps `evalkit --help` fast
+    from evalkit.results.scoreboard import board_path  # lazy: keeps `evalkit --help` fast
 
     corpus = Path(corpus or DEFAULT_CORPUS)
     path = board or board_path(corpus)
@@ -240,8 +240,8 @@ def publish_cmd(member, corpus, sources, board, labels):
     truth values or names. Exit 3 if refused (no scored entry, no truth provenance, stale truth),
     4 if the member's source changed.
     """
-    from evalkit.board.publish import default_byom_board, publish
-    from evalkit.corpus.tasks import sources_dir
+    from evalkit.board.publish import default_byom_board, publish  # lazy: keeps `evalkit --help` fast
+    from evalkit.corpus.tasks import sources_dir  # lazy: keeps `evalkit --help` fast
 
     target = board or default_byom_board()
     for task, m, label in publish(member, corpus, board=target, sources=sources_dir(sources),
@@ -272,8 +272,8 @@ def publish_cmd(member, corpus, sources, board, labels):
 def plan_cmd(task, band_file, pilot, label, metric, effect, alpha, power, samples, rho, members, corpus):
     """Power before a run: the minimum detectable paired effect (MDE) for the members, and the members needed
     for --effect (docs/scoreboard.md: what is measured, what is assumed). Exit 0; 2 bad input; 3 no band file."""
-    from evalkit.compare.power import pilot_samples, plan
-    from evalkit.results.band import band_path, load_band
+    from evalkit.compare.power import pilot_samples, plan  # lazy: keeps `evalkit --help` fast
+    from evalkit.results.band import band_path, load_band  # lazy: keeps `evalkit --help` fast
 
     if band_file and pilot:
         raise UsageError("plan: give --band FILE or --pilot RUN, not both")
@@ -295,8 +295,9 @@ def plan_cmd(task, band_file, pilot, label, metric, effect, alpha, power, sample
 def judge_audit_cmd(run_dir, export, labels, seed):
     """The judge against people (docs/judging.md). Exit 0; 2 neither/both options or labels of another
     judgment; 3 an unreadable labels file."""
+    # lazy: keeps `evalkit --help` fast
     from evalkit.compare.judgeaudit import audit, candidates, read_labels, write_labels
-    from evalkit.scoring.stats import SEED
+    from evalkit.scoring.stats import SEED  # lazy: keeps `evalkit --help` fast
 
     if bool(export) == bool(labels):
         raise UsageError("judge-audit: give --export FILE (to label) or --labels FILE (labelled), not both")

@@ -19,7 +19,7 @@ class _Spec(click.ParamType):
         self.label = label
 
     def convert(self, value, param, ctx):
-        from evalkit.backends import BackendSpec
+        from evalkit.backends import BackendSpec  # lazy: keeps `evalkit --help` fast
 
         return value if isinstance(value, BackendSpec) else BackendSpec.parse(value, self.label)
 
@@ -34,7 +34,7 @@ class _Scheduler(click.ParamType):
     name = "scheduler"
 
     def convert(self, value, param, ctx):
-        from evalkit.execution.scheduler import parse
+        from evalkit.execution.scheduler import parse  # lazy: keeps `evalkit --help` fast
 
         return str(parse(value))
 
@@ -75,7 +75,7 @@ ALLOW_UNPRICED = click.option(
 
 def _pipeline_timeout(ctx, param, value):
     """Set as the limit's override, read wherever it is checked (sweep workers inherit it): `evalkit.limits`."""
-    from evalkit.limits import PIPELINE_TIMEOUT_S
+    from evalkit.limits import PIPELINE_TIMEOUT_S  # lazy: keeps `evalkit --help` fast
 
     if value is not None:
         os.environ[PIPELINE_TIMEOUT_S.env] = repr(value)
@@ -162,7 +162,7 @@ JUDGE_OPTIONS = apply(
 def run_options(**given: Any):
     """The `RunOptions` of a command's parsed values (`runner.run_options`, which `evalkit.run` calls too): the
     scope options' click names (``--set``, ``--seed``) mapped to their fields."""
-    from evalkit.stages.runner import run_options as build
+    from evalkit.stages.runner import run_options as build  # lazy: keeps `evalkit --help` fast
 
     if "set_" in given:  # SCOPE_OPTIONS
         from evalkit.corpus.specs import parse_settings

@@ -17,7 +17,7 @@ from evalkit.errors import EXIT_INTEGRITY, EXIT_INVALID, EXIT_OK
 @click.argument("directory", type=click.Path(path_type=Path, file_okay=False))
 def init_cmd(directory):
     """Start a project in DIRECTORY: a corpus with an example task and member, a scoreboard, a README."""
-    from evalkit.board.scaffold import init_project
+    from evalkit.board.scaffold import init_project  # lazy: keeps `evalkit --help` fast
 
     init_project(directory)
     click.echo(f"{directory}: project created; next: cd {shlex.quote(str(directory))} && evalkit run --backend fake"
@@ -31,8 +31,8 @@ def init_cmd(directory):
 @CORPUS
 def new_member_cmd(task, file, member_id, corpus):
     """Add FILE to TASK as a new member: sha256 pinned, truth.yaml skeleton from the task's schema."""
-    from evalkit.board.scaffold import new_member
-    from evalkit.corpus.tasks import DEFAULT_CORPUS
+    from evalkit.board.scaffold import new_member  # lazy: keeps `evalkit --help` fast
+    from evalkit.corpus.tasks import DEFAULT_CORPUS  # lazy: keeps `evalkit --help` fast
 
     member = new_member(corpus or DEFAULT_CORPUS, task, file, member_id)
     click.echo(f"{member}: added; fill in {member / 'truth.yaml'} and the licence in {member / 'manifest.yaml'}")
@@ -45,8 +45,8 @@ def new_member_cmd(task, file, member_id, corpus):
 def sources_cmd(check, corpus, sources):
     """List every file the pointer members need under the sources folder, whether it is present and
     matches its sha256, and per public data set where to get it, its licence and the layout to unpack."""
-    from evalkit.corpus.datasets import ALTERED, expected_files, problems, render
-    from evalkit.corpus.tasks import DEFAULT_CORPUS, sources_dir
+    from evalkit.corpus.datasets import ALTERED, expected_files, problems, render  # lazy: keeps `evalkit --help` fast
+    from evalkit.corpus.tasks import DEFAULT_CORPUS, sources_dir  # lazy: keeps `evalkit --help` fast
 
     folder = sources_dir(sources)
     expected = expected_files(corpus or DEFAULT_CORPUS, folder)
@@ -65,7 +65,7 @@ def sources_cmd(check, corpus, sources):
 def docs_cmd(name):
     """Print the path of the shipped docs page NAME (tutorial, authoring, corpus-format, …); without NAME, list
     the pages and the folder holding them."""
-    from evalkit._util.resources import DOCS_DIR, doc, docs
+    from evalkit._util.resources import DOCS_DIR, doc, docs  # lazy: keeps `evalkit --help` fast
 
     if name:
         click.echo(doc(name))

@@ -26,7 +26,7 @@ from evalkit.errors import EXIT_OK, EvalkitError, UsageError
 
 
 def _progress():
-    from tqdm import tqdm
+    from tqdm import tqdm  # lazy: tqdm is loaded only where it is used (import cost)
 
     bars = []
 
@@ -41,7 +41,7 @@ def _progress():
 
 def _run(opts) -> int:
     """Run `opts` (`runner.run`), print its plan or its summary; return its exit code."""
-    from evalkit.stages.runner import run
+    from evalkit.stages.runner import run  # lazy: keeps `evalkit --help` fast
 
     start, bars = _progress()
     try:
@@ -84,7 +84,7 @@ RECORD = click.option("--record", multiple=True, metavar="NAME=PATH",
 @SCOPE_OPTIONS
 def run_cmd(backends, **given):
     """Extract, score and report every selected member; exit 0 only if all pass."""
-    from evalkit.backends.spec import default_specs
+    from evalkit.backends.spec import default_specs  # lazy: keeps `evalkit --help` fast
 
     sys.exit(_run(run_options(backends=backends or default_specs(), **given)))
 
@@ -97,7 +97,7 @@ def score_cmd(predictions, **given):
     """Score predictions made elsewhere (one JSON per member, named by member id)."""
     if not predictions.is_dir():
         raise EvalkitError(f"{predictions}: predictions folder not found")
-    from evalkit.backends import BackendSpec
+    from evalkit.backends import BackendSpec  # lazy: keeps `evalkit --help` fast
 
     backend = BackendSpec("predictions", "predictions", {"dir": str(predictions)})
     sys.exit(_run(run_options(backends=[backend], **given)))
@@ -123,7 +123,7 @@ def compare_cmd(run_dir, backends, show, **given):
     """Render compare.ipynb (and its HTML) for a run: backends side by side, pairwise win rates.
 
     With --backend, the run is made first (with --judge/--judge-mode/--ontology as given)."""
-    from evalkit.compare.sides import compare_run, text
+    from evalkit.compare.sides import compare_run, text  # lazy: keeps `evalkit --help` fast
 
     code = EXIT_OK
     if backends:
@@ -158,26 +158,26 @@ def report_cmd(run_dir, byom, scoreboard, corpus, board, out, bundle):
     """Re-render the HTML of an existing run folder (or, with --byom, the BYOM board; with --scoreboard, the
     corpus's scoreboard)."""
     if byom:
-        from evalkit.board.publish import write_byom_report
+        from evalkit.board.publish import write_byom_report  # lazy: keeps `evalkit --help` fast
 
         click.echo(f"Report: {write_byom_report(board, out)}")
         return
     if scoreboard:
-        from evalkit.report.boardpage import write_board_report
+        from evalkit.report.boardpage import write_board_report  # lazy: keeps `evalkit --help` fast
 
         click.echo(f"Report: {write_board_report(corpus, out)}")
         return
     if run_dir is None:
         raise UsageError("give a RUN_DIR, --scoreboard or --byom")
-    from evalkit.report.render import render_run
-    from evalkit.results.runfolder import INDEX
-    from evalkit.results.summary import write_summary
+    from evalkit.report.render import render_run  # lazy: keeps `evalkit --help` fast
+    from evalkit.results.runfolder import INDEX  # lazy: keeps `evalkit --help` fast
+    from evalkit.results.summary import write_summary  # lazy: keeps `evalkit --help` fast
 
     write_summary(run_dir)  # what the folder holds now (runs into it add up): the index reads it
     render_run(run_dir)
     click.echo(f"Report: {run_dir / INDEX}")
     if bundle is not None:
-        from evalkit.report.bundle import bundle_run
+        from evalkit.report.bundle import bundle_run  # lazy: keeps `evalkit --help` fast
 
         click.echo(f"Bundle: {bundle_run(run_dir, bundle)}")
 
@@ -190,8 +190,8 @@ def report_cmd(run_dir, byom, scoreboard, corpus, board, out, bundle):
 def diff_cmd(run_a, run_b, html, workers):
     """What changed from RUN_A to RUN_B: per-metric deltas with paired CIs, verdict flips, every item whose
     outcome changed (newly hallucinated first)."""
-    from evalkit.compare.diff import diff_notebook, diff_runs, text
-    from evalkit.report import runspage
+    from evalkit.compare.diff import diff_notebook, diff_runs, text  # lazy: keeps `evalkit --help` fast
+    from evalkit.report import runspage  # lazy: keeps `evalkit --help` fast
 
     d = diff_runs(run_a, run_b)  # once: printed, and shown by the notebook (RUN_B's diff.json)
     click.echo(text(d), nl=False)
@@ -207,7 +207,7 @@ def diff_cmd(run_a, run_b, html, workers):
 def runs_cmd(runs_dir, last):
     """List every run the history records, newest first, and rewrite RUNS/index.html: each run's command,
     members passed/N, errors, mean scores, and links to its pages (index, comparisons, diff)."""
-    from evalkit.report.runspage import runs_text, write_runs_page
+    from evalkit.report.runspage import runs_text, write_runs_page  # lazy: keeps `evalkit --help` fast
 
     out, rows, total = write_runs_page(runs_dir)
     click.echo(runs_text(rows[:last], total), nl=False)

@@ -39,7 +39,7 @@ def verdict_line(o: Any, n: int, total: int, multi: bool) -> str:
 def printer(backends: int, echo: Callable[[str], Any] = click.echo) -> Callable[[Any, int, int], None]:
     """`runner.run`'s on_outcome: each verdict line printed (click.echo flushes) as soon as it exists, above
     any progress bar."""
-    from tqdm import tqdm
+    from tqdm import tqdm  # lazy: tqdm is loaded only where it is used (import cost)
 
     def show(o: Any, n: int, total: int) -> None:
         with tqdm.external_write_mode(file=sys.stdout):
@@ -92,7 +92,7 @@ def print_summary(result: Any, echo: Callable[[str], Any] = click.echo) -> None:
                 echo(f"  {line}")
         echo(f"Sweep folder: {result.run_dir}")
     else:
-        from evalkit.results.runfolder import INDEX
+        from evalkit.results.runfolder import INDEX  # lazy: keeps `evalkit --help` fast
 
         index = result.run_dir / INDEX
         echo(f"Report: {index if index.exists() else result.run_dir}")
@@ -104,7 +104,7 @@ def print_summary(result: Any, echo: Callable[[str], Any] = click.echo) -> None:
 def _task_lines(outcomes: list[Any], tasks: dict[str, Any], echo: Callable[[str], Any], sweep: bool) -> None:
     """Per task: a run's members not scored with why (a sweep listed every member above), those skipped for a
     missing source in one line, then one line per backend from summary.json (`summary.backend_line`)."""
-    from evalkit.results.summary import backend_line
+    from evalkit.results.summary import backend_line  # lazy: keeps `evalkit --help` fast
 
     unscored: dict[str, list[Any]] = {}
     for o in outcomes:
@@ -136,7 +136,7 @@ def print_recorded(recorded: Any, echo: Callable[[str], Any] = click.echo) -> No
     if recorded.history_error:
         click.echo(f"evalkit: history not updated: {recorded.history_error}", err=True)
     if recorded.board_error is not None:
-        from evalkit.cli.app import fail
+        from evalkit.cli.app import fail  # lazy: a cycle, cli.app imports this module (via cli, cli.run)
 
         fail(recorded.board_error)  # after the summary: the run's results stand, the board is not written
     if recorded.board is not None:

@@ -25,8 +25,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from evalkit.errors import CorpusError, UsageError
+from evalkit.errors import CorpusError, EvalkitError, UsageError
+from evalkit.execution.execute import NOTEBOOKS_DIR, NotebookJob, execute
 from evalkit.results import runfolder
+from evalkit.results.band import band_path, load_band
 from evalkit.scoring import delta
 from evalkit.scoring.stats import format_p
 
@@ -121,8 +123,6 @@ def _zero_delta_reason(pair: Mapping[str, Any], config: list[dict[str, Any]]) ->
 
 def band_of(run_dir: str | Path) -> dict[str, Any]:
     """The corpus's band.json (`evalkit.results.band`) named by the run's run.json, or {} (no band, unreadable)."""
-    from evalkit.results.band import band_path, load_band
-
     corpus = (runfolder.read_run_json(run_dir).get("parameters") or {}).get("corpus")
     try:
         return (load_band(band_path(corpus)) or {}) if corpus else {}
@@ -236,9 +236,7 @@ def diff_notebook(run_a: str | Path, run_b: str | Path, workers: int | None = No
     """Execute diff.ipynb into RUN_B (run A's path relative to it) and render its HTML; returns the page.
     `computed`: this diff's `diff_runs`, already made: written to RUN_B's diff.json for the notebook to
     show, so it is not computed twice (at 10,000 members, minutes)."""
-    from evalkit.errors import EvalkitError
-    from evalkit.execution.execute import NOTEBOOKS_DIR, NotebookJob, execute
-    from evalkit.report.render import render_notebook
+    from evalkit.report.render import render_notebook  # lazy: read per call: tests patch render.render_notebook
 
     run_b = Path(run_b)
     out = run_b / runfolder.DIFF

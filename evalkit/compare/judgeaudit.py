@@ -32,6 +32,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from evalkit.errors import CorpusError, UsageError
+from evalkit.results.runfolder import read_judgments, scan
 from evalkit.scoring.stats import CONFIDENCE, RESAMPLES, SEED, Seed, f1
 
 __all__ = ["COLUMNS", "ACCEPT", "REJECT", "candidates", "write_labels", "read_labels", "confusion", "agreement",
@@ -50,8 +51,6 @@ AXES = ("entities", "relations")
 def candidates(run: str | Path) -> list[dict[str, Any]]:
     """Every candidate the judge decided in a run: one row per spurious item of a ``judged`` axis (see module
     docstring), ``human`` empty. Only verdicts on the current extraction (`runfolder.read_judgments`)."""
-    from evalkit.results.runfolder import read_judgments, scan
-
     rows = []
     for s in scan(run):
         judgments = read_judgments(s.home, s.extraction())
@@ -223,8 +222,6 @@ def corrected_f1_ci(members: Any, matrix: Mapping[str, int], seed: Seed = SEED, 
 def member_counts(run: str | Path, backend: str, axis: str, cands: Sequence[Mapping[str, Any]]) -> list[list[float]]:
     """Per member of `backend`: [strict tp, fp, fn, candidates, judge accepts] on `axis` (members the judge
     looked at on that axis; others carry their strict counts with no candidates)."""
-    from evalkit.results.runfolder import scan
-
     per: dict[tuple[str, str], list[float]] = {}
     for s in scan(run):
         met = s.score().get("metrics") or {}

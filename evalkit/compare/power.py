@@ -37,7 +37,9 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from evalkit.errors import UsageError
-from evalkit.scoring.stats import mean
+from evalkit.results.runfolder import scan
+from evalkit.scoring.stats import as_number, mean
+from evalkit.status import SCORED, status_of
 
 __all__ = ["ALPHA", "POWER", "RHO", "t_quantile", "mde", "members_needed", "sd", "within_sd", "sd_diff_from_scores",
            "sd_diff_from_band", "with_samples", "Plan", "plan", "pilot_samples"]
@@ -156,10 +158,6 @@ def pilot_samples(run: str | Path, task: str, metric: str = "score", label: str 
     """(backend label, {member: [its values of `metric`]}) from a run or sweep folder: one value per scored
     scored sample of each member: one without --samples; a ``--samples K`` run gives up to K (the within-member
     SD)."""
-    from evalkit.results.runfolder import scan
-    from evalkit.scoring.stats import as_number
-    from evalkit.status import SCORED, status_of
-
     # every sample of a --samples K run (an errored one left out): a member may be scored in some samples only
     found = [s for s in scan(run, status=None) if s.task == task and any(status_of(x) == SCORED for x in s.samples())]
     labels = sorted({s.backend for s in found})

@@ -11,7 +11,7 @@ extraction.json / score.json / judgments.json, the task's pairwise.json). For ev
   and the items whose outcome changed; `nothing_comparable` says why a task has none;
 * `calls_table`: per backend, errors and error rate and the answers' parse outcomes
   (`evalkit.status.count` over the member rows: the counts of summary.json), latency
-  percentiles, tokens and USD (`evalkit.execution.pool.call_figures` over the extraction calls' run
+  percentiles, tokens and USD (`evalkit.results.calls.call_figures` over the extraction calls' run
   blocks), and, under a strict ontology, vocabulary compliance.
 
 Graph tasks add:
@@ -45,9 +45,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from evalkit.errors import CorpusError
+from evalkit.compare.diff import band_of
+from evalkit.compare.diff import band_width as width
+from evalkit.errors import CorpusError, EvalkitError
+from evalkit.execution.execute import NOTEBOOKS_DIR, NotebookJob, execute
+from evalkit.report.frames import item_shape
+from evalkit.report.views import figure
 from evalkit.results import runfolder
+from evalkit.results.calls import call_figures
 from evalkit.results.summary import completion_of
+from evalkit.scoring.delta import compare_sides
+from evalkit.scoring.ontology import aggregate_compliance
 from evalkit.scoring.stats import CONFIDENCE, RESAMPLES, SEED, micro_f1, micro_f1_ci, sub_seed
 from evalkit.status import PARSE_OUTCOMES, SCORED, count, row_of
 
@@ -153,8 +161,6 @@ def f1_figures(c: Comparison, n_boot: int = RESAMPLES, seed: int = SEED) -> list
 
 
 def _fig(value: Any, digits: int = 3) -> str:
-    from evalkit.report.views import figure
-
     return figure(value, digits)
 
 
@@ -170,11 +176,8 @@ def f1_table(c: Comparison, n_boot: int = RESAMPLES, seed: int = SEED) -> pd.Dat
 # ----------------------------------------------------------------------------- calls
 
 def calls_figures(c: Comparison) -> list[dict[str, Any]]:
-    """Per backend: what its calls took (`pool.call_figures`) and its counts (`evalkit.status.count` over its
+    """Per backend: what its calls took (`results.calls.call_figures`) and its counts (`evalkit.status.count` over its
     member rows, as summary.json's): errors are members with no score; the scored answers' parse outcomes."""
-    from evalkit.execution.pool import call_figures
-    from evalkit.scoring.ontology import aggregate_compliance
-
     scored = runfolder.scan(runfolder.task_dir(c.run_dir, c.task)) if c.ontology_mode == "strict" else []
     out = []
     for b in c.backends:
@@ -317,8 +320,6 @@ def header(c: Comparison) -> dict[str, Any]:
 
 def shape(c: Comparison) -> str:
     """The task's item shape (`report.item_shape`): fields, graph, tree or items."""
-    from evalkit.report.frames import item_shape
-
     return item_shape([i for side in c.scores.values() for d in side.values() for i in (d.get("items") or [])[:1]])
 
 
@@ -335,17 +336,12 @@ def nothing_comparable(c: Comparison) -> str | None:
 
 def band_width(c: Comparison) -> float | None:
     """The noise band of the task's score (the corpus's band.json named in run.json), if measured."""
-    from evalkit.compare.diff import band_of
-    from evalkit.compare.diff import band_width as width
-
     return width(band_of(c.run_dir), c.task, "score")
 
 
 def paired(c: Comparison) -> list[dict[str, Any]]:
     """The first backend (A) against each other (B): `delta.compare_sides` — metric deltas with paired
     CIs, the one-line statement, verdict flips, changed items, per-field accuracy; held-out members apart."""
-    from evalkit.scoring.delta import compare_sides
-
     if nothing_comparable(c):
         return []
     a, band = c.backends[0], band_width(c)
@@ -420,8 +416,6 @@ def relation_type_f1(c: Comparison, n_boot: int = RESAMPLES, seed: int = SEED) -
 def plan_compare(run_dir: str | Path, task: str, backends: list[str] | None = None, judge_mode: str | None = None,
                  notebooks: str | Path | None = None) -> Any:
     """compare.ipynb for one task, written to ``<run>/<task>/compare.ipynb`` (run_dir passed relative)."""
-    from evalkit.execution.execute import NOTEBOOKS_DIR, NotebookJob
-
     folder = runfolder.task_dir(run_dir, task)
     folder.mkdir(parents=True, exist_ok=True)
     return NotebookJob(Path(notebooks or NOTEBOOKS_DIR) / runfolder.COMPARE, folder / runfolder.COMPARE,
@@ -458,8 +452,7 @@ def text(run_dir: str | Path, tasks: list[str] | None = None, backends: list[str
 def compare_run(run_dir: str | Path, tasks: list[str] | None = None, backends: list[str] | None = None,
                 judge_mode: str | None = None, workers: int | None = None) -> list[Path]:
     """Execute compare.ipynb per task (default: every task of the run) and render its HTML; returns the pages."""
-    from evalkit.errors import EvalkitError
-    from evalkit.execution.execute import execute
+    # lazy: read per call: tests patch render.render_notebook
     from evalkit.report.render import render_index, render_notebook
 
     run_dir = Path(run_dir)

@@ -45,7 +45,7 @@ def page_sizes(data: bytes, where: Path | str) -> list[tuple[float, float]]:
 def render_pages(data: bytes, dpi: int, where: Path | str, first: int = 0) -> list[tuple[bytes, int, int]]:
     """Each page of the PDF `data` as (PNG bytes, width px, height px) at `dpi`. `first`: pages already rendered
     for this member (its earlier files), counted against `limits.PAGE_IMAGES`."""
-    from PIL import Image
+    from PIL import Image  # lazy: PIL is loaded only where it is used (import cost)
 
     pdf = _open(data, where)
     try:

@@ -21,9 +21,18 @@ from typing import TYPE_CHECKING, Any
 
 from evalkit import limits
 from evalkit._util.paths import inside
+from evalkit.corpus.parts import PDF_MEDIA_TYPE, PNG_MEDIA_TYPE, Part
+from evalkit.corpus.rasterize import page_sizes, render_pages
 from evalkit.corpus.tasks import SOURCES_ENV, Member
-from evalkit.errors import (CorpusError, IntegrityError, LimitExceeded, NoTextLayer, SourceMissing, UnreadableSource,
-                            UnsupportedInput)
+from evalkit.errors import (
+    CorpusError,
+    IntegrityError,
+    LimitExceeded,
+    NoTextLayer,
+    SourceMissing,
+    UnreadableSource,
+    UnsupportedInput,
+)
 
 if TYPE_CHECKING:  # pypdf is imported where a PDF is read (start-up cost)
     from pypdf import PageObject
@@ -181,8 +190,6 @@ def check_input(document: Document, mode: str, where: str) -> None:
         raise UnsupportedInput(f"{where}: input mode {mode} sends PDF sources only, and {other.name} is not a PDF; "
                                "run this task with --set input=text")
     if mode == "images":
-        from evalkit.corpus.rasterize import page_sizes
-
         count = sum(len(page_sizes(p.read_bytes(), p)) for p in document.files)
         if count > limits.PAGE_IMAGES.int_value():
             raise LimitExceeded(f"{where}: {count} pages to render as images, more than "
@@ -193,9 +200,6 @@ def check_input(document: Document, mode: str, where: str) -> None:
 def document_parts(document: Document, mode: str, dpi: int) -> tuple[tuple[Any, ...], tuple[str, ...]]:
     """(the parts sent beside the prompt, the source files' sha256) for input `mode`: nothing in ``text``; each
     source PDF as it is (``pdf``); each page rendered to PNG at `dpi` (``images``, `evalkit.corpus.rasterize`)."""
-    from evalkit.backends.base import PDF_MEDIA_TYPE, PNG_MEDIA_TYPE, Part
-    from evalkit.corpus.rasterize import page_sizes, render_pages
-
     if mode == "text":
         return (), ()
     parts: list[Part] = []

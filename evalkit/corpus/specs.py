@@ -6,7 +6,10 @@ import datetime as _dt
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from evalkit._util.strict import Strict
+from evalkit.errors import UsageError
 
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -16,10 +19,6 @@ def relative(path: str) -> str:
     if path.startswith(("/", "\\")) or ".." in path.replace("\\", "/").split("/"):
         raise ValueError(f"{path!r} must be a relative path inside its folder")
     return path
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Prompt(Strict):
@@ -62,10 +61,6 @@ class Settings(Strict):
 def check_overrides(raw: dict[str, Any] | None) -> dict[str, Any]:
     """Overrides of `Settings` (``--set``), validated and typed (``"0.5"`` → 0.5). An unknown key or a bad
     value is a `UsageError` naming it and what is allowed."""
-    from pydantic import ValidationError
-
-    from evalkit.errors import UsageError
-
     raw = raw or {}
     known = list(Settings.model_fields)
     unknown = [k for k in raw if k not in known]
@@ -82,8 +77,6 @@ def check_overrides(raw: dict[str, Any] | None) -> dict[str, Any]:
 
 def parse_settings(pairs: list[str] | tuple[str, ...] | None) -> dict[str, Any]:
     """``--set KEY=VALUE`` pairs → `check_overrides` of them."""
-    from evalkit.errors import UsageError
-
     raw: dict[str, Any] = {}
     for pair in pairs or ():
         key, sep, value = pair.partition("=")
@@ -234,12 +227,3 @@ class Manifest(Strict):
         if isinstance(self.sha256, str) and len(self.source.paths) != 1:
             raise ValueError("a source with several files needs a sha256 mapping, one per path")
         return self
-
-
-class FieldsTruth(Strict):
-    """truth.yaml of a flat-fields task."""
-
-    record: dict[str, Any]
-    expected_missing_fields: list[str] = Field(default_factory=list)
-    expected_blocking: bool = False
-    notes: str | None = None

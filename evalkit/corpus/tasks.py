@@ -30,7 +30,7 @@ from evalkit._util.resources import CHECKOUT
 from evalkit._util.yamlio import KeyPath, Locator, format_keypath, load_yaml
 from evalkit.corpus.outschema import schema_problem
 from evalkit.corpus.specs import Manifest, TaskSpec
-from evalkit.errors import CorpusError, EvalkitError, InvalidCorpus
+from evalkit.errors import CorpusError, EvalkitError, InvalidCorpus, SourceMissing, UsageError
 from evalkit.scoring import Scorer, load_scorer
 
 
@@ -152,7 +152,6 @@ class Member:
         ptr = self.manifest.truth
         if ptr is None:
             return self.file("truth.yaml", "the truth")
-        from evalkit.errors import SourceMissing
 
         path = None if sources is None else inside(sources, Path(sources) / ptr.pointer, "the truth pointer",
                                                    "the sources folder")
@@ -167,8 +166,6 @@ class Member:
         """The truth, validated by the task's scorer (raises InvalidCorpus / SourceMissing; UsageError for a
         task without truth)."""
         if not self.task.spec.truth:
-            from evalkit.errors import UsageError
-
             raise UsageError(f"{self.key}: task {self.task.id!r} has no truth (truth: false in its task.yaml): "
                              "score it against another backend with --reference LABEL")
         path = self.truth_path(sources)

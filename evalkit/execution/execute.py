@@ -28,6 +28,7 @@ import os
 import sys
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -37,6 +38,7 @@ from evalkit._util.jsonio import partial_path, write_text
 from evalkit._util.resources import NOTEBOOKS_DIR  # the templates ship in the package
 from evalkit._util.resources import jupyter_dir as _default_jupyter_dir
 from evalkit.backends import BackendSpec
+from evalkit.backends.redact import scrub
 from evalkit.execution.workers import run_all
 from evalkit.results import runfolder
 
@@ -164,9 +166,7 @@ def _joined_streams(outputs: list[Any]) -> list[Any]:
 
 def _scrubbed(outputs: list[Any]) -> list[Any]:
     """`outputs` with every secret scrubbed; an error's name, value and traceback by both rules."""
-    import nbformat
-
-    from evalkit.backends.redact import scrub
+    import nbformat  # lazy: nbformat is loaded only where it is used (import cost)
 
     clean = [scrub(o, key_shaped=o.get("output_type") == "error") for o in outputs]
     return outputs if clean == outputs else [nbformat.from_dict(o) for o in clean]
@@ -175,7 +175,7 @@ def _scrubbed(outputs: list[Any]) -> list[Any]:
 def normalize_file(path: str | Path, out: str | Path | None = None) -> None:
     """Normalize an executed notebook file, in place or into `out` (atomic write either way);
     `out` is recorded as papermill's output path."""
-    import nbformat
+    import nbformat  # lazy: nbformat is loaded only where it is used (import cost)
 
     path = Path(path)
     out = Path(out) if out is not None else path
@@ -206,7 +206,6 @@ def _off_main_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     failed notebook); off it, this worker's own handlers (`interrupt.worker_signals`) stay in force. One
     thread for every notebook: a warm kernel's client lives in that thread's event loop."""
     global _thread
-    from concurrent.futures import ThreadPoolExecutor
 
     if _thread is None:
         _thread = ThreadPoolExecutor(1, thread_name_prefix="papermill")
@@ -216,10 +215,13 @@ def _off_main_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 def _run_one(notebook: str, output: str, parameters: dict[str, Any], cwd: str, timeout: float | None,
              kernels: str = WARM) -> tuple:
     """Execute one notebook; return (ok, ename, evalue, exec_count, seconds)."""
-    import papermill as pm
-    from papermill.exceptions import PapermillExecutionError
-    from traitlets.config import Config
+    import papermill as pm  # lazy: papermill is loaded only where it is used (import cost)
 
+    # lazy: papermill is loaded only where it is used (import cost)
+    from papermill.exceptions import PapermillExecutionError
+    from traitlets.config import Config  # lazy: traitlets is loaded only where it is used (import cost)
+
+    # lazy: a cycle, papermill's entry point imports execution.kernels back
     from evalkit.execution.kernels import ENGINE, kernel_files, remove_kernel_files
 
     t0 = time.perf_counter()
@@ -264,8 +266,6 @@ def _run_one(notebook: str, output: str, parameters: dict[str, Any], cwd: str, t
 # --------------------------------------------------------------------------- pool
 
 def _result(job: NotebookJob, raw: tuple | Exception) -> NotebookResult:
-    from evalkit.backends.redact import scrub
-
     if isinstance(raw, Exception):  # the worker process itself failed (or died: `workers.WorkerDied`)
         text = scrub(str(raw), key_shaped=True)
         return NotebookResult(job, False, f"{type(raw).__name__}: {text}", type(raw).__name__, text)

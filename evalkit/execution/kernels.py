@@ -69,9 +69,9 @@ class _WarmKernel:
     """One started kernel with its client, the modules of `WARM_IMPORTS` imported."""
 
     def __init__(self, kernel_name: str, extra_arguments: list[str], startup_timeout: float):
-        from nbclient import NotebookClient
-        from nbformat import v4
-        from traitlets.config import Config
+        from nbclient import NotebookClient  # lazy: nbclient is loaded only where it is used (import cost)
+        from nbformat import v4  # lazy: nbformat is loaded only where it is used (import cost)
+        from traitlets.config import Config  # lazy: traitlets is loaded only where it is used (import cost)
 
         self.key = (kernel_name, tuple(extra_arguments))
         self.files = kernel_files()
@@ -90,7 +90,7 @@ class _WarmKernel:
 
     def call(self, code: str, timeout: float = 60) -> None:
         """Run `code` silently (no execution count, no history, no output kept); raise if it fails."""
-        from nbclient.exceptions import DeadKernelError
+        from nbclient.exceptions import DeadKernelError  # lazy: nbclient is loaded only where it is used (import cost)
 
         self.starter.timeout = timeout  # a CellTimeoutError past it; a DeadKernelError if the kernel dies
         reply = self.starter.wait_for_reply(self.kc.execute(code, silent=True, store_history=False))
@@ -101,6 +101,7 @@ class _WarmKernel:
             raise RuntimeError(f"warm kernel: {content.get('ename')}: {content.get('evalue')}")
 
     def alive(self) -> bool:
+        # lazy: jupyter_core is loaded only where it is used (import cost)
         from jupyter_core.utils import ensure_async, run_sync
 
         async def check() -> bool:
@@ -162,7 +163,7 @@ class WarmEngine(NBClientEngine):
     @classmethod
     def execute_managed_notebook(cls, nb_man, kernel_name, log_output=False, stdout_file=None, stderr_file=None,
                                  start_timeout=60, execution_timeout=None, **kwargs):
-        from nbclient.exceptions import DeadKernelError
+        from nbclient.exceptions import DeadKernelError  # lazy: nbclient is loaded only where it is used (import cost)
 
         # As NBClientEngine, less what starts and stops a kernel: the kernel is ours, not the notebook's.
         kwargs = remove_args(["input_path", "timeout", "startup_timeout", "kernel_manager_class", "shutdown_kernel",

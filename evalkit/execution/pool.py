@@ -204,7 +204,7 @@ def _run_loop(coro):
         # uvloop (where it installs: not on Windows) halves the event loop's per-call CPU, which is
         # what bounds throughput once many calls are in flight on a small machine.
         try:
-            import uvloop
+            import uvloop  # lazy: uvloop is loaded only where it is used (import cost)
         except ImportError:
             factory = None
         else:
@@ -232,7 +232,7 @@ def run_jobs(jobs: list[Job], max_concurrency: int = 8, on_done: Callable[[Job, 
 
 def tqdm_progress(total: int, desc: str = "extract") -> tuple[Progress, Callable[[], None]]:
     """A progress callback drawing a tqdm bar on stderr, and the function that closes it."""
-    from tqdm import tqdm
+    from tqdm import tqdm  # lazy: tqdm is loaded only where it is used (import cost)
 
     bar = tqdm(total=total, desc=desc, unit="call", file=sys.stderr, dynamic_ncols=True, leave=False)
 
@@ -242,43 +242,3 @@ def tqdm_progress(total: int, desc: str = "extract") -> tuple[Progress, Callable
             bar.set_postfix_str(f"last error: {job.backend.label} {job.request.member}", refresh=False)
 
     return progress, bar.close
-
-
-def call_figures(completions: list[Completion]) -> dict:
-    """What calls cost and took, never a count of outcomes (`evalkit.status.count` is the one counter):
-    calls, latency p50/p90/p99 (calls made: a budget stop made none), tokens, USD, batched, replayed.
-    Replayed calls report their recorded latency and cost."""
-    import statistics
-
-    lat = sorted(c.latency_s for c in completions if c.error is None or not c.error.startswith(SKIPPED_PREFIX))
-
-    # 99 cut points, computed once; with a single call every percentile is that call.
-    cuts = statistics.quantiles(lat, n=100, method="inclusive") if len(lat) > 1 else lat * 99
-
-    def pct(p: int) -> float | None:
-        return cuts[p - 1] if cuts else None
-
-    return {
-        "calls": len(completions),
-        "latency_p50": pct(50), "latency_p90": pct(90), "latency_p99": pct(99),
-        "input_tokens": sum(c.input_tokens for c in completions),
-        "cache_read_tokens": sum(c.cache_read_tokens for c in completions),
-        "cache_write_tokens": sum(c.cache_write_tokens for c in completions),
-        "batched": sum(1 for c in completions if c.batch),
-        "output_tokens": sum(c.output_tokens for c in completions),
-        "usd": sum(c.usd for c in completions), "replayed": sum(1 for c in completions if c.replayed),
-    }
-
-
-def summarize_calls(completions: list[Completion]) -> dict:
-    """`call_figures` and the calls' counts (`evalkit.status.count`, one row per call): ``errors`` (calls that
-    brought no answer, budget stops among them: ``skipped``), ``error_rate``, ``parse`` (the answers'
-    parse outcomes: ok / malformed / truncated / schema_invalid) and ``recovered``. For calls that are
-    not a run's members (the judge's); a run's pages count its members (`evalkit.results.summary`)."""
-    from evalkit.status import ERROR, SCORED, count
-
-    counts = count({"status": ERROR if c.parse == "error" else SCORED, "parse": c.parse, "truncated": c.truncated,
-                    "cause": "budget_stop" if (c.error or "").startswith(SKIPPED_PREFIX) else None}
-                   for c in completions)
-    return {**call_figures(completions), "errors": counts.errors, "error_rate": counts.error_rate or 0.0,
-            "skipped": counts.causes.get("budget_stop", 0), "parse": counts.parse, "recovered": counts.recovered}

@@ -18,6 +18,7 @@ the run folder's path as the client names it: on other machines that path must b
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
 import sys
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, Iterator, Sequence
 
 from evalkit.errors import UsageError, WorkerDied
+from evalkit.execution.workers import _start
 
 __all__ = ["Scheduler", "parse", "connect", "Cluster", "shared_limits", "SharedLedger"]
 
@@ -70,9 +72,7 @@ def parse(spec: str | Scheduler) -> Scheduler:
 def connect(spec: str | Scheduler) -> Iterator["Cluster"]:
     """An open `Cluster` for the block: a LocalCluster started and stopped with it, or an attached scheduler
     (left running). A scheduler that cannot be reached is a `UsageError` naming the address."""
-    import logging
-
-    import dask
+    import dask  # lazy: dask is loaded only where it is used (import cost)
 
     sched = parse(spec)
     # Dask logs each worker start, stop and lost task: what evalkit says itself, once, in its summary.
@@ -88,7 +88,7 @@ def connect(spec: str | Scheduler) -> Iterator["Cluster"]:
         "distributed.admin.system-monitor.gil.enabled": False,
         "logging.distributed": "critical",
     }):
-        from distributed import Client, LocalCluster
+        from distributed import Client, LocalCluster  # lazy: distributed is loaded only where it is used (import cost)
 
         cluster = None
         try:
@@ -128,7 +128,7 @@ class Cluster:
         than a `--no-notebooks` member's own work. A call (or batch) Dask gave up on after its worker died runs
         again call by call, each alone once the rest is done, so only a call that kills its worker on its own
         is `WorkerDied` (the local pool's rule)."""
-        from distributed import as_completed
+        from distributed import as_completed  # lazy: distributed is loaded only where it is used (import cost)
 
         waiting = [set(a) - {i} for i, a in enumerate(after)] if after is not None else [set() for _ in calls]
         dependents: dict[int, list[int]] = {}
@@ -197,7 +197,7 @@ def batch_size(ready: int, threads: int) -> int:
 
 
 def _died(e: Exception) -> Any:
-    from distributed.scheduler import KilledWorker
+    from distributed.scheduler import KilledWorker  # lazy: distributed is loaded only where it is used (import cost)
 
     return WorkerDied() if isinstance(e, KilledWorker) else e
 
@@ -217,8 +217,6 @@ def _task(initializer: Callable[..., None], initargs: tuple, argv: list[str], fn
           args: tuple) -> Any:
     """One call in a Dask worker: the pool's initializer first (once per process), then the call; what it
     raises is its result, as from the local pool."""
-    from evalkit.execution.workers import _start
-
     # A worker the local pool spawns has the client's sys.argv (multiprocessing hands it over): what a run's
     # run.json records as its command. A Dask worker gets it here.
     sys.argv[:] = argv
@@ -251,7 +249,7 @@ def shared_name() -> str:
 def shared_limits(name: str, max_concurrency: int, max_usd: float | None) -> Limits:
     """The limits named `name` on this worker's cluster (call it in a Dask task): at most `max_concurrency` live
     calls in flight across all workers, and with `max_usd` one budget for all of them."""
-    from distributed import Semaphore, get_worker
+    from distributed import Semaphore, get_worker  # lazy: distributed is loaded only where it is used (import cost)
 
     worker = get_worker()
     sem = Semaphore(max_leases=max_concurrency, name=f"{name}-calls", scheduler_rpc=worker.scheduler, loop=worker.loop)
@@ -272,6 +270,7 @@ class SharedLedger:
     read and changed under one `distributed.Lock` in one `distributed.Variable`."""
 
     def __init__(self, name: str, max_usd: float, worker: Any = None):
+        # lazy: distributed is loaded only where it is used (import cost)
         from distributed import Lock, Variable, get_client
 
         self.max_usd = max_usd
@@ -316,7 +315,7 @@ class SharedLedger:
 
 def forget(cluster: Cluster, name: str) -> None:
     """Remove what the limits named `name` left on the scheduler (a long-lived cluster keeps it otherwise)."""
-    from distributed import Variable
+    from distributed import Variable  # lazy: distributed is loaded only where it is used (import cost)
 
     try:
         Variable(f"{name}-budget", client=cluster.client).delete()

@@ -32,12 +32,18 @@ history, ``<runs>/index.jsonl``, per backend).
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pandas as pd
 
+from evalkit.errors import EvalkitError
+from evalkit.results.history import history_lines, index_path, read_history, run_means
 from evalkit.results.runfolder import SCORE, read_run_json, scan, task_dir, task_results
-from evalkit.status import ERROR, PARSE_OUTCOMES, SCORED, count, parse_outcome, recovered, shown
+from evalkit.results.samples import headline, member_figures, unstable
+from evalkit.scoring.graph import corpus_metrics
+from evalkit.scoring.tree import mean_metrics
+from evalkit.status import ERROR, PARSE_OUTCOMES, SCORED, count, parse_outcome, recovered, shown, status_of
 
 __all__ = ["load_scores", "field_accuracy", "mean_field_accuracy", "outcome_counts", "verdict", "SUCCESS",
            "SET_ASIDE", "item_shape", "problem_rows", "set_aside_rows", "member_metrics", "metric_matrix",
@@ -78,9 +84,6 @@ def load_scores(run_dir: str | Path, task: str) -> tuple[pd.DataFrame, pd.DataFr
     ``recovered`` notes an ok answer that needed a repair); ``parse`` is the backend's own word.
     ``heldout``: the member is held out (run.json), its figures reported apart.
     """
-    from evalkit.results.samples import headline, member_figures
-    from evalkit.status import status_of
-
     found = task_results(run_dir, task)
     backends = {s.backend for s in found}
     heldout: dict[Path, set[str]] = {}
@@ -152,8 +155,6 @@ def unstable_items(items: pd.DataFrame, limit: int | None = None) -> pd.DataFram
     """The items whose outcome flips between samples (`samples.unstable`), most unstable first: ``label``,
     ``item``, ``agreement`` (share of samples with the modal outcome), ``modal`` and each sample's outcome;
     empty without a ``sample`` column."""
-    from evalkit.results.samples import unstable
-
     columns = ["label", "item", "agreement", "modal", "outcomes"]
     if not _has(items, "sample", "outcome", "label"):
         return pd.DataFrame(columns=columns)
@@ -284,10 +285,6 @@ def metric_matrix(members: pd.DataFrame, names: dict[str, str], by: str = "label
 def graph_corpus(members: pd.DataFrame) -> pd.DataFrame:
     """Corpus figures of a graph task per backend (`evalkit.scoring.graph.corpus_metrics`): micro
     precision / recall / F1 from the summed tp/fp/fn, macro F1, mean summary F1; judged ones null."""
-    from types import SimpleNamespace
-
-    from evalkit.scoring.graph import corpus_metrics
-
     rows = member_metrics(members)
     out = []
     for backend in sorted({r["backend"] for r in rows}):
@@ -299,8 +296,6 @@ def graph_corpus(members: pd.DataFrame) -> pd.DataFrame:
 def tree_corpus(members: pd.DataFrame) -> pd.DataFrame:
     """Metric × backend frame: each metric's corpus mean over the members where it is non-null
     (`evalkit.scoring.tree.mean_metrics`), in the metrics' first-seen order."""
-    from evalkit.scoring.tree import mean_metrics
-
     rows = member_metrics(members)
     means = {b: mean_metrics(r["metrics"] for r in rows if r["backend"] == b) for b in sorted({r["backend"] for r in rows})}
     names = list(dict.fromkeys(n for m in means.values() for n in m))
@@ -334,9 +329,6 @@ def run_trend(run_dir: str | Path, task: str, metric: str | None = None,
     Counting *earlier* runs keeps the report of a run independent of the one
     before it until there is a trend to show.
     """
-    from evalkit.errors import EvalkitError
-    from evalkit.results.history import history_lines, index_path, read_history, run_means
-
     run_dir = Path(run_dir).resolve()
     metric = metric or headline_metric(run_dir, task)
 

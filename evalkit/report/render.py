@@ -24,6 +24,9 @@ from typing import Any
 
 from evalkit._util.jsonio import write_text
 from evalkit._util.resources import TEMPLATES_DIR
+from evalkit.backends import BackendSpec
+from evalkit.errors import EvalkitError
+from evalkit.execution.workers import in_worker, run_all
 from evalkit.report import chrome
 from evalkit.report import pages as reportpages
 from evalkit.report.overview import OVERVIEW_CSS, overview_html
@@ -128,7 +131,7 @@ def _attr_ok(tag: str, name: str, value: str) -> bool:
 
 @lru_cache(maxsize=1)
 def _cleaner() -> Any:
-    import bleach
+    import bleach  # lazy: bleach is loaded only where it is used (import cost)
 
     # bleach checks a relative href against "http(s)"; `_attr_ok` has already refused every absolute one.
     return bleach.Cleaner(tags=_HTML_TAGS, attributes=_attr_ok, protocols=["http", "https"],
@@ -144,8 +147,8 @@ def clean_output_html(markup: str) -> str:
 
 @lru_cache(maxsize=1)
 def _exporter() -> Any:
-    from nbconvert import HTMLExporter
-    from traitlets.config import Config
+    from nbconvert import HTMLExporter  # lazy: nbconvert is loaded only where it is used (import cost)
+    from traitlets.config import Config  # lazy: traitlets is loaded only where it is used (import cost)
 
     c = Config()
     c.HTMLExporter.extra_template_basedirs = [str(TEMPLATES)]
@@ -174,9 +177,6 @@ def _exporter() -> Any:
 
 def _label(backend: str) -> list[str]:
     """The label of a notebook's ``backend`` parameter (``NAME=SPEC``); none if it is not a spec."""
-    from evalkit.backends import BackendSpec
-    from evalkit.errors import EvalkitError
-
     try:
         return [BackendSpec.parse(backend).label]
     except EvalkitError:
@@ -288,7 +288,7 @@ def render_notebook(path: str | Path, out: str | Path | None = None, run_dir: st
 
     `run_dir`: the run folder the notebook belongs to, for the navigation bar (default: the nearest
     folder above holding run.json, else the notebook's place in the run layout)."""
-    import nbformat
+    import nbformat  # lazy: nbformat is loaded only where it is used (import cost)
 
     path = Path(path)
     out = Path(out) if out is not None else page(path)
@@ -336,8 +336,6 @@ def render_run(run_dir: str | Path, on_done: Any = None, workers: int | None = N
     `workers` worker processes (`evalkit.execution.workers`; default the CPU count), each page by the same function
     as in this process: the same bytes.
     """
-    from evalkit.execution.workers import in_worker, run_all
-
     run_dir = Path(run_dir)
     notebooks = _notebooks(run_dir)
     workers = min(workers or os.cpu_count() or 1, max(1, len(notebooks) // CHUNKS_PER_WORKER))

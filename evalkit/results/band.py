@@ -43,22 +43,21 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from evalkit._util.jsonio import canonical_sha, read_json, write_text
 from evalkit.backends.spec import redact_stored
 from evalkit.corpus.tasks import DEFAULT_CORPUS, HELDOUT, TUNED, group_of
-from evalkit.errors import BandError, CorpusError, SweepFailed, UsageError
-from evalkit.results.runfolder import scan
+from evalkit.errors import BandError, CorpusError, UsageError
+from evalkit.results.runfolder import EXTRACTION, read_extraction, sample_dirs, scan
 from evalkit.results.scoreboard import numeric_metrics, write_json
 from evalkit.scoring.stats import CONFIDENCE, RESAMPLES, SEED, mean, mean_ci, sub_seed
+from evalkit.status import SCORED, status_of
 
 __all__ = ["FLOOR", "HIGHER_IS_BETTER", "direction", "is_gated", "BAND_NAME", "SCHEMA_VERSION", "BandError",
            "band_path", "collect", "compute_band", "write_band", "load_band", "render_markdown", "update_readme",
-           "README_START", "README_END", "Measured", "measure", "check_repeats", "check_independent", "member_sd",
+           "README_START", "README_END", "check_repeats", "check_independent", "member_sd",
            "refuse_identical", "collect_samples"]
 
 BAND_NAME = "band.json"
@@ -201,8 +200,6 @@ def refuse_identical(kind: str, names: Sequence[Any], answers: Sequence[Mapping[
 def collect_samples(root: str | Path, tasks: Iterable[str] | None = None) -> list[dict[str, dict[str, dict[str, Any]]]]:
     """Per sample index of a ``--samples K`` run or sweep, `collect`'s ``{task: {backend: {member: metrics}}}``
     of that sample's scored members: what `compute_band` reads as K sweeps from one folder. [] without samples."""
-    from evalkit.status import SCORED, status_of
-
     want = set(tasks) if tasks else None
     out: list[dict[str, dict[str, dict[str, Any]]]] = []
     for s in scan(root, status=None):
@@ -220,8 +217,6 @@ def collect_samples(root: str | Path, tasks: Iterable[str] | None = None) -> lis
 
 def _sample_answers(root: Path, label: str, tasks: Iterable[str] | None, k: int) -> list[dict[str, str]]:
     """Per sample index, {task/member: sha256 of that sample's extraction record} (`refuse_identical`)."""
-    from evalkit.results.runfolder import EXTRACTION, read_extraction, sample_dirs
-
     want = set(tasks) if tasks else None
     out: list[dict[str, str]] = [{} for _ in range(k)]
     for s in scan(root, status=None):
@@ -394,62 +389,3 @@ def update_readme(readme: str | Path, markdown: str) -> Path:
     if new != text:
         write_text(readme, new)
     return readme
-
-
-# --------------------------------------------------------------------------- `evalkit band`
-
-
-@dataclass
-class Measured:
-    """What `measure` did: the band written to `path` (its Markdown table), the sweeps it read."""
-
-    path: Path
-    band: dict[str, Any]
-    markdown: str
-    sweeps: list[Path]
-    readme: Path | None = None
-
-
-def measure(opts: Any, *, specs: Sequence[Any] = (), from_runs: Sequence[Path] = (), runs_dir: Path = Path("runs"),
-            out: Path | None = None, label: str | None = None, readme: Path | None = None, seed: int = SEED,
-            resamples: int = RESAMPLES, confidence: float = CONFIDENCE, allow_failures: bool = False,
-            allow_predictions: bool = False, on_sweep: Callable[[int, int, Any, Path], Any] | None = None,
-            on_swept: Callable[[Any], Any] | None = None) -> Measured:
-    """`evalkit band`: run one sweep per backend spec in `specs` (each with `opts`, a `runner.RunOptions`),
-    or read `from_runs`; compute the band over them, write it (default ``<corpus>/band.json``) and, with
-    `readme`, rewrite its band block. `on_sweep(i, n, spec, folder)` is told before each sweep runs,
-    `on_swept(result)` after each one that had failures."""
-    from dataclasses import replace
-
-    from evalkit.backends import labels_slug
-    from evalkit.board.sweep import sweep
-    from evalkit.corpus.tasks import heldout_keys
-
-    if bool(specs) == bool(from_runs):
-        raise UsageError("band: give sweeps to run or run folders to read (not both)")
-    roots = [Path(r) for r in from_runs]
-    if specs:
-        if len(specs) < 2:
-            raise UsageError("band: a band needs at least 2 sweeps")
-        failed, stamp = [], datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-        for i, spec in enumerate(specs, 1):
-            folder = Path(runs_dir) / f"{stamp}-band-{i}-{labels_slug([spec.label])}"
-            if on_sweep:
-                on_sweep(i, len(specs), spec, folder)
-            result = sweep(replace(opts, backends=[spec], out=folder, force=True, board=None))
-            if result.failures:
-                if on_swept:
-                    on_swept(result)
-                failed.append(result.exit_code)
-            roots.append(folder)
-        if failed and not allow_failures:
-            raise SweepFailed(max(failed))
-    path = Path(out or band_path(opts.corpus))
-    band = compute_band(roots, tasks=opts.tasks, label=label, seed=seed, resamples=resamples, confidence=confidence,
-                        band_dir=path.parent, heldout=heldout_keys(opts.corpus, opts.tasks),
-                        allow_predictions=allow_predictions)
-    write_band(path, band)
-    md = render_markdown(band)
-    if readme:
-        update_readme(readme, md)
-    return Measured(path, band, md, roots, Path(readme) if readme else None)

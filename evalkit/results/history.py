@@ -119,7 +119,7 @@ def append_history(run_result: Any, index: str | Path | None = None) -> int:
 
 def history_frame(index: str | Path):
     """Long pandas frame: run_id, time, task, member, backend, model, metric, value (numeric metrics only)."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas is loaded only where it is used (import cost)
 
     rows = []
     for line in read_history(index):
@@ -135,7 +135,7 @@ def history_frame(index: str | Path):
 
 def trend_frame(index: str | Path, task: str | None = None, metric: str = "score"):
     """Corpus mean of `metric` per (run, backend), ordered by time: the data of a trend chart."""
-    import pandas as pd
+    import pandas as pd  # lazy: pandas is loaded only where it is used (import cost)
 
     df = history_frame(index)
     df = df[df.metric == metric]

@@ -34,9 +34,10 @@ import functools
 import json
 import os
 import shlex
+import shutil
 import socket
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
@@ -47,6 +48,7 @@ from evalkit._util.paths import check_name
 from evalkit.backends import folder_label, label_folder
 from evalkit.backends.spec import redacted_command
 from evalkit.errors import CorpusError, RunLocked
+from evalkit.results.samples import headline
 from evalkit.status import NOTEBOOK_FAILED, SCORED, Failed, failure_of, status_of
 
 __all__ = [
@@ -182,8 +184,6 @@ def read_sample_scores(home: str | Path, first: Mapping[str, Any] | None = None)
 
 def clear_samples(home: str | Path, keep: int) -> None:
     """Remove samples ``keep`` and above left by an earlier run into the folder (a run of K samples owns 0..K-1)."""
-    import shutil
-
     for i, folder in sample_dirs(home):
         if i >= keep:
             shutil.rmtree(folder)
@@ -410,7 +410,7 @@ def hold(folder: str | Path) -> Iterator[None]:
 
     The lock is an OS file lock on ``<folder>/.evalkit.lock`` (released if the holder dies); beside it,
     ``.evalkit.lock.json`` names the holder for the refusal's message."""
-    from filelock import FileLock, Timeout
+    from filelock import FileLock, Timeout  # lazy: filelock is loaded only where it is used (import cost)
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -480,9 +480,6 @@ class Scored:
         scored samples, the verdict pass^k, the metrics their means); itself without samples."""
         if not self.sampled:
             return self
-        from dataclasses import replace
-
-        from evalkit.results.samples import headline
 
         return replace(self, data=headline(self.samples()))
 

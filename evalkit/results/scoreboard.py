@@ -38,8 +38,10 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 from evalkit._util.jsonio import dumps, read_json, write_json
+from evalkit.backends import label_folder
 from evalkit.backends.spec import redact_stored
-from evalkit.corpus.tasks import DEFAULT_CORPUS, Member, find_task
+from evalkit.corpus.sources import sha256_file
+from evalkit.corpus.tasks import DEFAULT_CORPUS, Member, find_task, sources_dir
 from evalkit.errors import CorpusError, EvalkitError, ScoreboardError
 from evalkit.results.runfolder import SCORE, Scored, scan
 from evalkit.status import SCORED
@@ -87,7 +89,7 @@ def load_board(path: str | Path, *, must_exist: bool = False) -> dict[str, Any]:
 @contextmanager
 def locked(path: str | Path, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
     """Hold ``<path>.lock`` (an OS file lock: released if the holder dies)."""
-    from filelock import FileLock, Timeout
+    from filelock import FileLock, Timeout  # lazy: filelock is loaded only where it is used (import cost)
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -142,8 +144,6 @@ def run_block(scored: Scored, extraction: dict[str, Any] | None = None,
 
 
 def truth_sha256(member: Member, sources: Path | None) -> str | None:
-    from evalkit.corpus.sources import sha256_file
-
     try:
         return sha256_file(member.truth_path(sources))
     except (EvalkitError, OSError):
@@ -190,8 +190,6 @@ ARCHIVE = "records"  # <board dir>/<task>/records/<backend folder>/<member>.json
 
 def archive_path(board_dir: str | Path, task: str, member: str, label: str) -> Path:
     """Where the extraction record behind an entry is committed (the board's archive)."""
-    from evalkit.backends import label_folder
-
     return Path(board_dir) / task / ARCHIVE / label_folder(label) / f"{member}.json"
 
 
@@ -274,8 +272,6 @@ def update_scoreboard(run_result: Any, board_path: str | Path, justifications: M
     members and backends are left as they are, and so is the standing entry of a member × backend
     whose new outcome is an error (`evalkit.status`): a failure is never an entry.
     """
-    from evalkit.corpus.tasks import sources_dir
-
     board_path = Path(board_path)
     root, keys = _selected(run_result)
     corpus = Path(corpus) if corpus is not None else board_path.parent

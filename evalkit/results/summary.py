@@ -18,7 +18,7 @@ backends, members, skipped members and held-out members). Per task and backend:
   members that are not held out of every numeric metric, plus the micro F1 (`stats.micro_f1_ci`) of
   every ``<x>_tp`` / ``_fp`` / ``_fn`` triple as ``micro_<x>_f1``; ``heldout``: the same over the
   held-out members (None when there are none);
-* ``calls``: `pool.call_figures` over the extraction calls (score.json repeats each call's run block):
+* ``calls``: `results.calls.call_figures` over the extraction calls (score.json repeats each call's run block):
   calls, latency percentiles, tokens, USD, replayed — what the calls took, never a count of outcomes.
 * ``samples`` (only under ``--samples K``, K > 1; `evalkit.results.samples.backend_figures`): K, samples scored of
   attempted, mean per-member SD, item agreement, pass@k and pass^k shares, the corpus mean per sample index
@@ -37,7 +37,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from evalkit.backends.base import Completion
 from evalkit.results import runfolder
+from evalkit.results.calls import call_figures
 from evalkit.results.samples import backend_figures
 from evalkit.scoring.stats import SEED, as_number, mean, mean_ci, micro_f1, micro_f1_ci, sub_seed
 from evalkit.status import NOT_COVERED, OK, REFUSED, SCORED, SKIPPED, count, row_of
@@ -48,9 +50,7 @@ COUNTS = ("tp", "fp", "fn")
 
 
 def completion_of(run: Mapping[str, Any] | None) -> Any:
-    """A `Completion` from a run block (extraction.json's or score.json's ``run``), for `pool.summarize_calls`."""
-    from evalkit.backends.base import Completion
-
+    """A `Completion` from a run block (extraction.json's or score.json's ``run``), for `results.calls.summarize_calls`."""
     names = {f.name for f in dataclasses.fields(Completion)} - {"record", "raw"}
     return Completion(record=None, raw="", **{k: v for k, v in (run or {}).items() if k in names})
 
@@ -81,8 +81,6 @@ def _figures(task: str, scored: list[Mapping[str, Any]]) -> dict[str, Any]:
 
 def _backend(task: str, label: str, results: list[Any], members: list[str], skipped: list[dict[str, Any]],
              heldout: set[str], samples_of: Mapping[Any, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
-    from evalkit.execution.pool import call_figures
-
     samples_of = samples_of or {}
     sampled = [samples_of[_key(r)] for r in results if _key(r) in samples_of]
 

@@ -25,8 +25,9 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from evalkit.corpus.specs import FieldsTruth, Strict
+from evalkit._util.strict import Strict
 from evalkit.scoring.base import Metric, ScoreContext, Scorer, ScoreResult, ratio
+from evalkit.scoring.evidence import KINDS, OUTCOMES, judge
 from evalkit.scoring.gate import GateOptions, GateResult, is_missing, run_gate
 from evalkit.scoring.normalize import (
     document_keys,
@@ -40,12 +41,24 @@ from evalkit.scoring.normalize import (
     show_decimal,
     unstated,
 )
+from evalkit.scoring.sets import PRF
+from evalkit.scoring.tables import as_rows, score_table
+from evalkit.scoring.terms import align, as_terms
 from evalkit.scoring.text import normalize
 
 Kind = Literal["id", "text", "exact_text", "enum", "number", "date", "duration", "set", "parties", "conditions", "terms",
                "table"]
 CELL_KINDS = ("id", "text", "exact_text", "enum", "number", "date", "duration", "set", "parties")  # a table's columns
 CONDITION_TOLERANCE = 0.001  # numbers inside conditions are mostly rates; exact equality is too strict
+
+
+class FieldsTruth(Strict):
+    """truth.yaml of a flat-fields task."""
+
+    record: dict[str, Any]
+    expected_missing_fields: list[str] = Field(default_factory=list)
+    expected_blocking: bool = False
+    notes: str | None = None
 
 
 class FieldSpec(Strict):
@@ -83,8 +96,6 @@ class FieldSpec(Strict):
 
     @model_validator(mode="after")
     def _evidence_legal(self) -> "FieldSpec":
-        from evalkit.scoring.evidence import KINDS
-
         if self.evidence and self.kind not in KINDS:
             raise ValueError(f"evidence: true is only allowed for kind {', '.join(KINDS)}, not {self.kind}")
         if self.derive is not None and self.kind != "number":
@@ -122,8 +133,6 @@ class FieldsOptions(Strict):
     evidence: bool = False  # ask a quote for every field of a kind a quote can bear (a field's own `evidence` wins)
 
     def asks_evidence(self, name: str) -> bool:
-        from evalkit.scoring.evidence import KINDS
-
         spec = self.fields[name]
         return spec.evidence if spec.evidence is not None else (self.evidence and spec.kind in KINDS)
 
@@ -373,8 +382,6 @@ def _terms_rows(ctx: ScoreContext, name: str, spec: FieldSpec, exp: Any, got: An
     """Kind `terms`: truth and extracted terms aligned (scoring/terms.py), then one row per field of
     each pair (`terms[1].term_rate`, numbered by the truth term); a truth term nothing aligns with gives
     its fields as missing, an extracted term aligned with nothing its fields as extra (or hallucinated)."""
-    from evalkit.scoring.terms import align, as_terms
-
     subs = spec.fields or {}
     expected, extracted = as_terms(exp), as_terms(got)
     if not expected and not extracted:
@@ -410,8 +417,6 @@ def _table_rows(ctx: ScoreContext, name: str, spec: FieldSpec, exp: Any, got: An
     `column`. The table's credit is its cell F1 × weight: each cell row weighs its share of the F1 denominator
     2·TP + FP + FN (a cell with values on both sides twice, one with a value on one side once), so Σ credit
     over the cells is weight · 2·TP / (2·TP + FP + FN)."""
-    from evalkit.scoring.tables import as_rows, score_table
-
     columns = spec.columns or {}
     expected, extracted = as_rows(exp), as_rows(got)
 
@@ -509,8 +514,6 @@ EVIDENCE_KEY = "evidence"  # the record's key holding {field: {page, quote}} whe
 def _table_metrics(tables: list[Any]) -> dict[str, float | int | None]:
     """Cell precision/recall/F1 over every table field (counts summed), and their mean structure score; no keys
     for a task without a table field (its members' figures stay what they were)."""
-    from evalkit.scoring.sets import PRF
-
     if not tables:
         return {}
     prf = PRF(*(sum(getattr(t.prf, k) for t in tables) for k in ("tp", "fp", "fn")))
@@ -524,8 +527,6 @@ def _table_metrics(tables: list[Any]) -> dict[str, float | int | None]:
 def _evidence(ctx: ScoreContext, opts: FieldsOptions, rows: list[dict[str, Any]], record: dict[str, Any]) -> list[dict[str, Any]] | None:
     """One evidence row per field that asks for it and has an extracted value (scoring/evidence.py); its outcome
     is also written on the field's item row (`evidence`). None when the task asks for no evidence."""
-    from evalkit.scoring.evidence import judge
-
     asked = [n for n in opts.fields if opts.asks_evidence(n)]
     if not asked:
         return None
@@ -545,8 +546,6 @@ def _evidence(ctx: ScoreContext, opts: FieldsOptions, rows: list[dict[str, Any]]
 
 
 def _evidence_metrics(evidence: list[dict[str, Any]] | None) -> dict[str, float | int | None]:
-    from evalkit.scoring.evidence import OUTCOMES
-
     if evidence is None:
         return {}
     counts = {o: sum(e["outcome"] == o for e in evidence) for o in OUTCOMES}

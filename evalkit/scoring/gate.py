@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import Field
 
-from evalkit.corpus.specs import Strict
+from evalkit._util.strict import Strict
 from evalkit.scoring.normalize import exact, parse_number, show_decimal
 
 

@@ -46,15 +46,16 @@ carries ``vocabulary_compliance`` (`evalkit.scoring.ontology.compliance`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from functools import cached_property
 from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from evalkit.corpus.specs import Strict as _Strict
+from evalkit._util.strict import Strict as _Strict
 from evalkit.scoring.base import JUDGED_GRAPH, Metric, ScoreContext, Scorer, ScoreResult
-from evalkit.scoring.ontology import compliance
+from evalkit.scoring.ontology import Ontology, compliance
 from evalkit.scoring.sets import PRF, match_sets
 from evalkit.scoring.stats import macro_f1, summed
 from evalkit.scoring.text import fold, token_f1
@@ -310,8 +311,6 @@ def score(extraction: dict[str, Any] | None, truth: GraphTruth, ctx: ScoreContex
     if ontology:
         details["ontology_mode"] = ontology.get("mode")
         if ontology.get("mode") == "strict":
-            from evalkit.scoring.ontology import Ontology
-
             vocabulary = Ontology.from_json(ontology)
             assert vocabulary is not None  # `ontology` is not empty
             figures = compliance(record, vocabulary)
@@ -324,8 +323,6 @@ def score(extraction: dict[str, Any] | None, truth: GraphTruth, ctx: ScoreContex
 
 
 def _canon(key: Any) -> str:
-    import json
-
     return json.dumps(key, sort_keys=True, ensure_ascii=False)
 
 

@@ -32,7 +32,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from evalkit._util.yamlio import load_yaml
 from evalkit.errors import CorpusError, UsageError
+from evalkit.scoring.text import fold
 
 MODES = ("open", "strict")
 FREEFORM = "freeform"
@@ -68,16 +70,12 @@ class Ontology:
 
     @cached_property
     def _labels(self) -> frozenset[str]:
-        from evalkit.scoring.text import fold
-
         return frozenset(fold(r) for r in self.relation_types)
 
     def has_type(self, entity_type: str) -> bool:
         return str(entity_type or "").strip().upper() in self._types
 
     def has_label(self, relation: str) -> bool:
-        from evalkit.scoring.text import fold
-
         return fold(relation) in self._labels
 
     # -- prompt ------------------------------------------------------------------------------------------
@@ -116,7 +114,6 @@ def load_ontology(path: str | Path | None, mode: str | None = None) -> Ontology 
     if path is None:
         resolve_mode(None, mode)
         return None
-    from evalkit._util.yamlio import load_yaml
 
     p = Path(path)
     if not p.is_file():

@@ -38,11 +38,14 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from evalkit._util.jsonio import canonical_sha
-from evalkit.backends import BackendSpec
+from evalkit.backends import BackendSpec, provider, providers
 from evalkit.backends.base import Request
+from evalkit.backends.cassette import CASSETTE, RECORD_ENV, REPLAY_ENV
+from evalkit.backends.resolve import _same_file, resolve_backends
 from evalkit.errors import UsageError
-from evalkit.execution.pool import Job, run_pool, summarize_calls
+from evalkit.execution.pool import Job, run_pool
 from evalkit.results import runfolder
+from evalkit.results.calls import summarize_calls
 from evalkit.results.runfolder import Home
 from evalkit.scoring.base import JUDGED_GRAPH
 from evalkit.stages import pairwise
@@ -192,10 +195,6 @@ def resolve_judge(config: JudgeConfig, run_dir: Path, extraction: Sequence[Any] 
     Live kinds record into the judge cache; ``cassette:`` replays. EVALKIT_RECORD_LLM /
     EVALKIT_REPLAY_LLM do not apply to the judge (its cache is always its own cassette).
     """
-    from evalkit.backends import provider, providers
-    from evalkit.backends.cassette import CASSETTE, RECORD_ENV, REPLAY_ENV
-    from evalkit.backends.resolve import _same_file, resolve_backends
-
     spec = config.spec
     try:  # a live provider (a model, or a pipeline that asks one), or a cassette of one
         judges = provider(spec.kind).live or spec.kind == CASSETTE
@@ -271,6 +270,7 @@ def judge_phase(run: JudgeRun) -> PhaseResult:
     Writes judgments.json per member × backend (reference), pairwise.json per task (pairwise) and
     judge.json in the run folder. Returns counts and the stderr messages (the runner prints them).
     """
+
     result = PhaseResult()
     judge_meta = {"spec": run.backend.spec, "model": run.backend.model}
     graph_homes = [h for h in run.homes if _is_graph(h.member)]

@@ -12,6 +12,7 @@ with the cause, and has no score, verdict or metrics.
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +20,17 @@ from evalkit import __version__
 from evalkit._util.jsonio import canonical_sha, nonfinite_path
 from evalkit.backends import Backend, BackendContext, BackendSpec, Completion, Request
 from evalkit.backends.fake import FakeBackend
+from evalkit.backends.live import call_budgets
 from evalkit.backends.providers import declared
+from evalkit.backends.redact import console, scrub
 from evalkit.corpus.outschema import top_key, violations
 from evalkit.corpus.sources import Document, check_integrity, document_parts, read_document
 from evalkit.corpus.specs import Settings
 from evalkit.corpus.tasks import DEFAULT_CORPUS, Member, Task, find_task, sources_dir
+from evalkit.errors import EvalkitError
 from evalkit.results import runfolder
 from evalkit.scoring import ScoreContext, ScoreResult
+from evalkit.scoring.ontology import Ontology, inject
 from evalkit.status import REFERENCE_FAILED, SCORING_CRASH, Failed, extraction_status, failure_of
 
 SCHEMA_INVALID = "schema_invalid"  # the parse outcome of a record that breaks the task's output schema
@@ -36,8 +41,6 @@ def render_request(task: Task, member: Member, document: Document, ontology: Any
     """The extraction request. `ontology` (`evalkit.scoring.ontology.Ontology`, --ontology) appends its
     vocabulary to the user prompt; without one the prompt is the task's, byte for byte. `settings`: the
     sampling settings sent (default: the task's; ``--set`` gives `Settings.with_overrides` of them)."""
-    from evalkit.scoring.ontology import inject
-
     prompt = task.spec.prompt
     settings = settings or task.spec.settings
     parts, digests = document_parts(document, settings.input, settings.dpi)
@@ -148,7 +151,6 @@ def run_sync(coro):
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro)
-    from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, coro).result()
@@ -183,7 +185,7 @@ def extract_member(task: str, member: str, backend: BackendSpec, corpus: str | P
             request = render_request(m.task, m, document, ontology, settings)
         if is_current(existing, request, backend.spec):
             return existing
-    from evalkit.backends.resolve import build_backends
+    from evalkit.backends.resolve import build_backends  # lazy: read per call: tests patch resolve.build_backends
 
     b = build_backends([backend], ctx=backend_context([m], src, {m.key: document}))[0]
 
@@ -209,8 +211,6 @@ def member_request(task: str, member: str, corpus: str | Path | None = None, sou
         existing = runfolder.read_extraction(out)
         recorded = existing.get("ontology")
         if recorded:
-            from evalkit.scoring.ontology import Ontology
-
             ontology = Ontology.from_json(recorded)
         sent = (existing.get("run") or {}).get("settings")  # --set input=..., say: the parts it was sent
         settings = None if sent is None else Settings.model_validate(sent)
@@ -278,8 +278,6 @@ def score_extraction(member: Member, extraction: dict[str, Any], home: str | Pat
         return failed
     if isinstance(truth, Failed):
         return truth
-    from evalkit.backends.redact import console, scrub
-    from evalkit.errors import EvalkitError
 
     console()  # the scorer is the task's own code: what it prints is scrubbed on its way out
     try:
@@ -362,8 +360,6 @@ def answer_faults(run: dict[str, Any]) -> dict[str, str]:
         where = f" at {', '.join(paths)}" if paths else ""
         faults[SCHEMA_INVALID] = f"the record breaks the task's output schema{where}"
     if run.get(TRUNCATED) == "exhausted":
-        from evalkit.backends.live import call_budgets
-
         first, retry = call_budgets(Settings.model_validate(run.get("settings") or {}).max_tokens)
         faults[TRUNCATED] = (f"the answer was cut off at the {retry}-token output budget (the retry after the "
                              f"{first}-token call; task.yaml settings.max_tokens)")

@@ -61,9 +61,12 @@ from evalkit import __version__
 from evalkit._util.interrupt import Interrupted
 from evalkit._util.jsonio import remove_partials
 from evalkit._util.paths import member_ref
-from evalkit.backends import BackendContext, BackendSpec, check_labels, labels_slug
-from evalkit.corpus.sources import Document, check_integrity, read_document, sha256_file
-from evalkit.corpus.tasks import Member, Task, load_member, load_tasks
+from evalkit.backends import BackendContext, BackendSpec, Completion, check_labels, labels_slug
+from evalkit.backends.resolve import missing_keys
+from evalkit.backends.spec import redacted_command as command
+from evalkit.corpus.sources import Document, check_input, check_integrity, read_document, sha256_file
+from evalkit.corpus.specs import check_overrides
+from evalkit.corpus.tasks import DEFAULT_CORPUS, Member, Task, load_member, load_tasks, sources_dir
 from evalkit.errors import (
     EXIT_BACKEND,
     EXIT_CASSETTE,
@@ -82,15 +85,32 @@ from evalkit.errors import (
     UnreadableSource,
     UsageError,
 )
+from evalkit.execution.execute import execute, plan_member, plan_report
 from evalkit.execution.pool import Job, run_pool
+from evalkit.report import runspage
 from evalkit.results import runfolder
+from evalkit.results.history import append_history
 from evalkit.results.runfolder import Home, hold
+from evalkit.results.samples import headline
+from evalkit.results.scoreboard import board_path, update_scoreboard
 from evalkit.results.summary import write_summary
 from evalkit.scoring.ontology import load_ontology
-from evalkit.scoring.stats import SEED
+from evalkit.scoring.stats import SEED, sub_seed
 from evalkit.stages import judge as judging
 from evalkit.stages.pipeline import backend_context, extraction_record, is_current, render_request, score_home
-from evalkit.status import ERROR, INVALID_INPUT, NOT_COVERED, NOTEBOOK_FAILED, REFUSED, SCORED, Failed, failure_of
+from evalkit.stages.validate import input_problems
+from evalkit.status import (
+    ERROR,
+    INVALID_INPUT,
+    NO_TEXT_LAYER,
+    NOT_COVERED,
+    NOTEBOOK_FAILED,
+    REFUSED,
+    SCORED,
+    SKIPPED,
+    Failed,
+    failure_of,
+)
 
 
 @dataclass
@@ -151,10 +171,6 @@ def run_options(*, corpus: str | Path | None = None, backends=(), sources: str |
     core), empty selections as None, the scoreboard to write (`update_board`, default ``<corpus>/scoreboard.json``)
     and the history every run appends to (``runs/index.jsonl``). A live backend without its API key stops here,
     before any member runs (`MissingKey`, exit 2); a dry run shows it among its plan's guards instead."""
-    from evalkit.backends.resolve import missing_keys
-    from evalkit.corpus.tasks import DEFAULT_CORPUS, sources_dir
-    from evalkit.results.scoreboard import board_path
-
     corpus = Path(corpus or DEFAULT_CORPUS)
     specs = [b if isinstance(b, BackendSpec) else BackendSpec.parse(b) for b in backends]
     if not given.get("dry_run"):
@@ -228,8 +244,6 @@ def default_run_id(labels: list[str]) -> str:
 
 def check_scope(opts: RunOptions) -> None:
     """--limit, --sample and --seed make sense one way only; --set names known settings with valid values."""
-    from evalkit.corpus.specs import check_overrides
-
     opts.settings = check_overrides(opts.settings)
     if opts.limit is not None and opts.sample is not None:
         raise UsageError("give --limit N or --sample N, not both")
@@ -248,9 +262,7 @@ def scope(task: Task, dirs: list[Path], limit: int | None = None, sample: int | 
     if limit is not None:
         return dirs[:limit]
     if sample is not None and sample < len(dirs):
-        import numpy as np
-
-        from evalkit.scoring.stats import SEED, sub_seed
+        import numpy as np  # lazy: numpy is loaded only where it is used (import cost)
 
         picked = np.random.default_rng(sub_seed(SEED if seed is None else seed, task.id)).choice(
             len(dirs), size=sample, replace=False)
@@ -287,10 +299,6 @@ def gate_members(members: list[Member], sources: Path | None, outcomes: list[Out
     unreadable, a truth breaking the task's schema) is refused with the same message, and the others go on;
     so is one its input mode cannot send (`sources.check_input`: a text file as a PDF), while a scan in the
     ``text`` mode is skipped (no text layer). `overrides`: ``--set``."""
-    from evalkit.corpus.sources import check_input
-    from evalkit.stages.validate import input_problems
-    from evalkit.status import NO_TEXT_LAYER, SKIPPED
-
     cleared = []
     for m in members:
         try:
@@ -318,8 +326,6 @@ def gate_members(members: list[Member], sources: Path | None, outcomes: list[Out
 
 def command_line(argv: list[str] | None = None) -> str:
     """The command as run.json keeps it (`spec.redacted_command`): a key typed on the command line never reaches an artefact."""
-    from evalkit.backends.spec import redacted_command as command
-
     return command(argv)
 
 
@@ -379,10 +385,6 @@ class Recorded:
 def record(result: Any, opts: RunOptions) -> Recorded:
     """Append a run's (or sweep's) outcomes to the history and write its scored entries to the scoreboard,
     as ``opts.history`` and ``opts.board`` ask. A history that cannot be written never fails the run."""
-    from evalkit.report import runspage
-    from evalkit.results.history import append_history
-    from evalkit.results.scoreboard import update_scoreboard
-
     rec = Recorded()
     if opts.history:
         try:
@@ -503,6 +505,7 @@ def _plan(opts: RunOptions) -> Plan:
     """Stage 1: check the options, resolve the backends and the judge, gate the members, render and price every
     request. Reads the corpus, sources, cassettes and environment; writes nothing, calls nothing."""
     from evalkit.backends.pricing import PriceTable  # start-up cost: ~15 ms
+
     # start-up cost: the provider modules (~55 ms)
     from evalkit.backends.resolve import check_inputs, plan, resolve_backends
 
@@ -807,8 +810,6 @@ def warn_identical_samples(k: int, requests: list[Any]) -> None:
 def not_covered_sample(member: Member, backend: Any, request: Any, cassette: Any) -> dict[str, Any]:
     """extraction.json of a sample the replayed cassette has no recording of: an error of that sample (its
     member × backend is scored from the others), never a number."""
-    from evalkit.backends import Completion
-
     completion = Completion(record=None, parse="error", calls=0, model=getattr(backend, "model", ""),
                             error=f"{NOT_COVERED}: no recording of sample {request.sample} of this request in {cassette}")
     data = extraction_record(member, backend, request, completion)
@@ -823,8 +824,6 @@ def _outcome(home: Home, score: dict[str, Any], samples: int = 1) -> Outcome:
     """The outcome score.json records; under --samples K > 1, its samples' (`samples.headline`)."""
     m = home.member
     if samples > 1:
-        from evalkit.results.samples import headline
-
         score = headline(runfolder.read_sample_scores(home.dir, score))
     failed = failure_of(score)
     if failed is not None:
@@ -844,8 +843,6 @@ def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opt
     gets a score.json that says so: the index, scoreboard and history read the same status. `settled(home)`
     is called as soon as a member × backend's score.json is final (its score notebook has finished). `cluster`:
     an open `evalkit.execution.scheduler.Cluster` to run them on instead of the local pool."""
-    from evalkit.execution.execute import execute, plan_member, plan_report
-
     jobs, per_home, per_task = [], {}, {}
     for h in homes:
         # the backend as its extraction.json records it (secrets redacted): what the notebooks get

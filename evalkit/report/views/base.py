@@ -6,21 +6,24 @@ are escaped HTML, anything else is ``print``-ed. Null figures show as "—" (`NU
 
 from __future__ import annotations
 
+import html
+import html as _html
 import json
 import math
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote
 
 import IPython.display
 import pandas as pd
 
-from evalkit.report import frames as _report
+from evalkit.report import frames
 from evalkit.results.runfolder import SCORE
 
 # An outcome is fine when it is a success; set-aside outcomes are not problems either (the scorer
 # counted them toward nothing). Pages list them in their own table, never among the problems.
-SUCCESS = _report.SUCCESS
-SET_ASIDE = _report.SET_ASIDE
+SUCCESS = frames.SUCCESS
+SET_ASIDE = frames.SET_ASIDE
 NULL = "—"  # how a null figure is shown (an undefined ratio, a metric no judge has filled in): never 0
 MAX_CHARS = 200  # longest cell shown in a table (the full value is in score.json)
 TABLE_ROWS = 500  # most rows a table shows on a page; a line under it says where the rest is
@@ -69,8 +72,6 @@ def text(*lines: Any) -> None:
 
 def heading(title: Any, level: int = 2) -> None:
     """A section heading shown by a view (the title is escaped: it may come from data)."""
-    import html
-
     level = min(max(int(level), 1), 6)
     t = html.escape(str(title), quote=False)
     IPython.display.display({"text/html": f"<h{level}>{t}</h{level}>", "text/plain": str(title)}, raw=True)
@@ -78,8 +79,6 @@ def heading(title: Any, level: int = 2) -> None:
 
 def para(*lines: Any) -> None:
     """A paragraph of prose (escaped), for the explanations a view puts under its headings."""
-    import html
-
     t = " ".join(html.escape(str(line), quote=False) for line in lines)
     IPython.display.display({"text/html": f"<p>{t}</p>", "text/plain": " ".join(str(x) for x in lines)}, raw=True)
 
@@ -125,9 +124,6 @@ def table(data: Any, columns: list[str] | None = None, max_chars: int = MAX_CHAR
     rows are shown (None: all); a line under the table then counts them and names where the whole table
     is (`full`).
     """
-    import html as _html
-    from urllib.parse import quote
-
     classes = "evalkit-table" + (" ek-kv" if kind == "kv" else "")
     df = _as_frame(data, columns)
     if df.empty:

@@ -8,6 +8,7 @@ fixed outcome colours and the outcome charts every shape's pages share; builders
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 from collections.abc import Iterable
@@ -41,7 +42,7 @@ OUTCOME_COLORS = {
 # --------------------------------------------------------------------------- bundles and renderer
 
 def _vl_version(spec: dict[str, Any]) -> str | None:
-    import vl_convert as vlc
+    import vl_convert as vlc  # lazy: vl_convert is loaded only where it is used (import cost)
 
     m = re.search(r"/v(\d+)\.(\d+)", str(spec.get("$schema", "")))
     if not m:
@@ -83,9 +84,7 @@ def chart_bundle(spec: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     and a PNG rasterized from that SVG (a bitmap: nothing to inject). Same
     spec, same bytes.
     """
-    import base64
-
-    import vl_convert as vlc
+    import vl_convert as vlc  # lazy: vl_convert is loaded only where it is used (import cost)
 
     if hasattr(spec, "to_dict"):
         spec = spec.to_dict()
@@ -115,7 +114,7 @@ def chart(c: Any, missing: str = "(no chart for this item table)") -> None:
         print(missing)
         return
     try:
-        import altair as alt
+        import altair as alt  # lazy: altair is loaded only where it is used (import cost)
 
         with alt.data_transformers.disable_max_rows():  # our own bound, checked here, is the lower one
             spec = c.to_dict() if hasattr(c, "to_dict") else c
@@ -149,7 +148,7 @@ def _register_renderer() -> None:
     if _registered:
         return
     try:
-        import altair as alt
+        import altair as alt  # lazy: altair is loaded only where it is used (import cost)
 
         alt.renderers.register("evalkit", _renderer)
         alt.renderers.enable("evalkit")
@@ -159,7 +158,7 @@ def _register_renderer() -> None:
 
 
 def _alt() -> Any:
-    import altair as alt
+    import altair as alt  # lazy: altair is loaded only where it is used (import cost)
 
     _register_renderer()
     return alt

@@ -58,7 +58,7 @@ HISTOGRAM_BINS = 40
 def _paired_histogram(d: Mapping[str, Any], title: str) -> Any:
     """Many members: how many members' B − A falls in each of HISTOGRAM_BINS equal bins (binned here, so the
     chart carries the bins, not the members), with the mean, its CI and zero; the title counts the members."""
-    import numpy as np
+    import numpy as np  # lazy: numpy is loaded only where it is used (import cost)
 
     alt = _alt()
     diffs = np.asarray([p["b"] - p["a"] for p in d["pairs"]], dtype=float)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from evalkit.report import frames as _report
+from evalkit.report import frames
 from evalkit.report.views import charts
 from evalkit.report.views.base import heading, items_frame, para
 from evalkit.report.views.charts import _alt, field_outcome_chart, outcome_distribution
@@ -55,7 +55,7 @@ def fields_report(members: pd.DataFrame, items: pd.DataFrame) -> None:
     members_table(members)
     heading("Field accuracy")
     para("Share of each member's items for a field whose outcome is match.")
-    charts.chart(accuracy_heatmap(_report.field_accuracy(items)),
+    charts.chart(accuracy_heatmap(frames.field_accuracy(items)),
           missing="(this task's items have no field/outcome columns: no heatmap)")
     heading("Outcomes")
     charts.chart(outcome_distribution(items))

@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from evalkit.report import frames as _report
+from evalkit.report import frames
 from evalkit.report.views import charts
 from evalkit.report.views.base import _get, heading, items_frame, para
 from evalkit.report.views.charts import field_outcome_chart, outcome_distribution
@@ -24,7 +24,7 @@ def items_view(result: Any, items: pd.DataFrame | None = None) -> None:
     heading("Problems")
     para("Every item whose outcome is not a success (set-aside items are counted under the table).")
     mismatches(items, empty="(no problems)")
-    aside = _report.set_aside_rows(items)
+    aside = frames.set_aside_rows(items)
     if not aside.empty:
         heading("Set aside", 3)
         set_aside(aside)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from evalkit.report import frames as _report
+from evalkit.report import frames
 from evalkit.report.views import charts
 from evalkit.report.views.base import NULL, _get, figure, fmt, heading, items_frame, para, table
 from evalkit.report.views.charts import field_outcome_chart, outcome_distribution, score_heatmap
@@ -130,9 +130,9 @@ def graph_report(members: pd.DataFrame, items: pd.DataFrame) -> None:
     para("Per backend and axis. Micro: precision, recall and F1 from the members' summed tp / fp / fn; macro: "
          "the mean of the members' non-null F1 (members: how many had one; for the summary, the mean token F1 "
          f"over members whose truth has a summary); judged: {NULL} until a judge has looked at the results.")
-    table(graph_corpus_table(_report.graph_corpus(members), axes), empty="(no scored members)")
+    table(graph_corpus_table(frames.graph_corpus(members), axes), empty="(no scored members)")
     heading("F1 by member and axis")
-    charts.chart(score_heatmap(_report.metric_matrix(members, {a: f"{a}_f1" for a in axes + ["summary"]
+    charts.chart(score_heatmap(frames.metric_matrix(members, {a: f"{a}_f1" for a in axes + ["summary"]
                                                        if f"metric.{a}_f1" in members.columns}), "F1"),
           missing="(no scored members)")
     heading("Outcomes")

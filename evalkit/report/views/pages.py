@@ -8,7 +8,8 @@ from typing import Any
 
 import pandas as pd
 
-from evalkit.report import frames as _report
+from evalkit.report import frames
+from evalkit.report.frames import mean_field_accuracy
 from evalkit.report.views import charts, fields, generic, graph, samples, tree
 from evalkit.report.views.base import _get, heading, items_frame, kv, para, table, verdict
 from evalkit.status import ERROR, OK, count, failure_of
@@ -77,6 +78,7 @@ def summary(result: Any) -> None:
 def all_items(result: Any) -> None:
     """The whole item table, problems first (the page's script sorts it and filters it: failures only, by
     field, by outcome)."""
+    # lazy: a cycle, report.views.sections imports this module (via report.views)
     from evalkit.report.views.sections import _problems_first
 
     df = items_frame(result)
@@ -100,7 +102,7 @@ def score_page(result: Any, shape: str | None = None) -> None:
     if _get(result, "status") == ERROR:
         return  # nothing was scored: the headline says why
     items = items_frame(result)
-    shape = shape or _report.item_shape(items)
+    shape = shape or frames.item_shape(items)
     view = {"fields": fields.fields_view, "graph": graph.graph_view, "tree": tree.tree_view}.get(shape, generic.items_view)
     view(result, items)
 
@@ -109,13 +111,11 @@ def score_page(result: Any, shape: str | None = None) -> None:
 
 def report_summary(members: pd.DataFrame, items: pd.DataFrame) -> None:
     """One line per backend: members scored, verdicts, mean score (and mean field accuracy for fields)."""
-    from evalkit.report.frames import mean_field_accuracy
-
     if members is None or members.empty:
         print("0 member run(s)")
         return
     backends = sorted(members["backend"].map(str).unique()) if "backend" in members.columns else [None]
-    fields = _report.item_shape(items) == "fields"
+    fields = frames.item_shape(items) == "fields"
     for backend in backends:
         m = members if backend is None else members[members["backend"].map(str) == backend]
         c = count(m.to_dict("records"))  # the one counter (`evalkit.status`), as summary.json's
@@ -137,7 +137,7 @@ def report_summary(members: pd.DataFrame, items: pd.DataFrame) -> None:
         print(" · ".join(parts))
     heading("Calls per backend")
     para("One call per member's extraction (replayed calls report their recorded latency and tokens).")
-    table(_report.backend_calls(members))
+    table(frames.backend_calls(members))
 
 
 def report_page(members: pd.DataFrame, items: pd.DataFrame, shape: str | None = None) -> None:
@@ -146,7 +146,7 @@ def report_page(members: pd.DataFrame, items: pd.DataFrame, shape: str | None = 
     member rows carry a backend column, heatmaps label rows ``member [backend]``, corpus figures are
     per backend."""
     if shape is None:
-        shape = _report.item_shape(items)
+        shape = frames.item_shape(items)
         if shape == "items" and members is not None:
             cols = {str(c) for c in members.columns}
             shape = ("graph" if any(c.endswith("s_f1") and c.startswith("metric.relations") for c in cols)
@@ -160,10 +160,10 @@ def report_page(members: pd.DataFrame, items: pd.DataFrame, shape: str | None = 
 def trend(run_dir: Any, task: str, metric: str | None = None) -> None:
     """The task's headline metric over the runs of the run history, per backend (`evalkit.report.frames.run_trend`),
     or a one-line note while the history holds fewer than two earlier runs of the task."""
-    frame, metric, _ = _report.run_trend(run_dir, task, metric)
+    frame, metric, _ = frames.run_trend(run_dir, task, metric)
     if frame is None:
         print(f"No trend yet: the run history (index.jsonl beside the run folder) holds fewer than "
-              f"{_report.TREND_MIN_RUNS} earlier runs of this task.")
+              f"{frames.TREND_MIN_RUNS} earlier runs of this task.")
         return
     runs = frame["run_id"].nunique()
     print(f"{metric}: mean over members, per backend, over {runs} runs (the history and this run)")

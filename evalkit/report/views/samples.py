@@ -9,9 +9,11 @@ from typing import Any
 
 import pandas as pd
 
-from evalkit.report import frames as _report
+from evalkit.report import frames
 from evalkit.report.views import charts
 from evalkit.report.views.base import _get, figure, heading, para, table
+from evalkit.results.samples import member_figures
+from evalkit.status import status_of
 
 STRIP_ROWS = 40  # members × backends in the spread strip: the most spread ones beyond this (the chart stays legible)
 UNSTABLE_ROWS = 50  # rows of the instability list
@@ -21,7 +23,7 @@ def spread_chart(members: pd.DataFrame, rows: int = STRIP_ROWS) -> Any:
     """A strip of K points per member × backend (one per scored sample) with a tick at its mean; at most
     `rows` rows, the largest SDs first when there are more. None without samples."""
     alt = charts._alt()
-    data = _report.sample_spread(members)
+    data = frames.sample_spread(members)
     if data.empty:
         return None
     sd = data.groupby("label")["score"].std(ddof=1).fillna(0.0)
@@ -57,16 +59,17 @@ def samples_section(members: pd.DataFrame, items: pd.DataFrame) -> None:
         "pass@k": [_verdict(v) for v in members["pass_at_k"]], "pass^k": [_verdict(v) for v in members["pass_hat_k"]],
         "agreement": [figure(v) for v in members["agreement"]],
         "path": members["path"] if "path" in members.columns else None})
+    # lazy: a cycle, report.views.sections imports this module (via report.views, report.views.pages)
     from evalkit.report.views.sections import linked_members
 
     linked_members(rows)
     heading("Spread", 3)
-    shown = len(_report.sample_spread(members)["label"].unique())
+    shown = len(frames.sample_spread(members)["label"].unique())
     para("One point per scored sample, the black tick at the member's mean"
          + (f"; the {STRIP_ROWS} members with the largest SD of {shown}." if shown > STRIP_ROWS else "."))
     charts.chart(spread_chart(members), missing="(no scored samples)")
     heading("Unstable items", 3)
-    unstable = _report.unstable_items(items)
+    unstable = frames.unstable_items(items)
     para("Items whose outcome differs between samples, most unstable first (lowest agreement); outcomes in "
          "sample order, `absent` where a sample's item table lacks the item"
          + (f"; the first {UNSTABLE_ROWS} of {len(unstable)}." if len(unstable) > UNSTABLE_ROWS else "."))
@@ -79,20 +82,17 @@ def member_samples(result: Any) -> None:
     samples = _get(result, "samples")
     if not samples:
         return
-    from evalkit.results.samples import member_figures
 
     f = member_figures(samples)
     print(f"samples: {f['k_scored']} of {f['k']} scored · mean {figure(f['mean'])} · SD {figure(f['sd'])} · "
           f"pass@k {_verdict(f['pass_at_k'])} · pass^k {_verdict(f['pass_hat_k'])} · agreement "
           f"{figure(f['agreement'])} (this page shows sample 0)")
-    table([{"sample": s.get("sample", i), "score": figure(s.get("score")), "verdict": _report.verdict(
+    table([{"sample": s.get("sample", i), "score": figure(s.get("score")), "verdict": frames.verdict(
         s.get("passed"), _report_status(s)), "cause": s.get("cause"), "parse": (s.get("run") or {}).get("parse")}
         for i, s in enumerate(samples)])
 
 
 def _report_status(data: Any) -> str:
-    from evalkit.status import status_of
-
     return status_of(data)
 
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pandas as pd
 
-from evalkit.report import frames as _report
+from evalkit.report import frames
 from evalkit.report.views.base import SET_ASIDE, SUCCESS, _get, _is_null, figure, items_frame, kv, show_json, table
 from evalkit.report.views.charts import _outcome_domain
-from evalkit.results.runfolder import SCORE
+from evalkit.results.runfolder import SCORE, SCORE_NB, page
 
 # --------------------------------------------------------------------------- a result
 
@@ -53,7 +53,7 @@ def _columns(df: pd.DataFrame, preferred: list[str], drop: Iterable[str] = ("mem
 
 
 def _set_aside_line(df: pd.DataFrame) -> str | None:
-    aside = _report.set_aside_rows(df)
+    aside = frames.set_aside_rows(df)
     if aside.empty:
         return None
     counts = aside["outcome"].map(str).value_counts()
@@ -66,7 +66,7 @@ def mismatches(items: Any, columns: list[str] | None = None, empty: str = "(no m
     nor set aside by design (ignored/excluded: shown apart, see `set_aside`); all rows without an
     outcome column. A line under the table counts the set-aside rows left out."""
     df = items_frame(items)
-    shown = _report.problem_rows(df)
+    shown = frames.problem_rows(df)
     table(shown, columns if columns is not None else _columns(shown, MISMATCH_COLUMNS), empty=empty)
     note = _set_aside_line(df)
     if note:
@@ -75,7 +75,7 @@ def mismatches(items: Any, columns: list[str] | None = None, empty: str = "(no m
 
 def set_aside(items: Any, columns: list[str] | None = None, empty: str = "(nothing set aside)") -> None:
     """The rows a scorer set aside by design (ignored, excluded), with the reason: they count toward nothing."""
-    df = _report.set_aside_rows(items_frame(items))
+    df = frames.set_aside_rows(items_frame(items))
     table(df, columns if columns is not None else _columns(df, MISMATCH_COLUMNS), empty=empty)
 
 
@@ -118,8 +118,6 @@ def members_table(members: pd.DataFrame) -> None:
 
 def member_pages(members: pd.DataFrame) -> list[str | None]:
     """Each member row's score page, relative to the task report (from its ``path``: the score.json)."""
-    from evalkit.results.runfolder import SCORE_NB, page
-
     paths = members["path"] if "path" in members.columns else [None] * len(members)
     return [None if _is_null(p) else f"{str(p).rsplit('/', 1)[0]}/{page(SCORE_NB).name}" for p in paths]
 
@@ -131,7 +129,7 @@ def linked_members(rows: pd.DataFrame, empty: str = "(no scored members)") -> No
 
 def _member_columns(members: pd.DataFrame, names: dict[str, str]) -> pd.DataFrame:
     """Member × backend rows of chosen metrics; an errored one shows ERROR (cause) and no figures."""
-    scored = {(r["member"], r["backend"]): r for r in _report.member_metrics(members)}
+    scored = {(r["member"], r["backend"]): r for r in frames.member_metrics(members)}
     rows = []
     for _, m in members.iterrows():
         r = scored.get((m["member"], m["backend"]))

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from evalkit.report import frames as _report
+from evalkit.report import frames
 from evalkit.report.views import charts
 from evalkit.report.views.base import NULL, SET_ASIDE, _get, _is_null, figure, heading, items_frame, para, table
 from evalkit.report.views.charts import _alt, _outcome_domain, _outcome_scale, outcome_distribution, score_heatmap
@@ -74,8 +74,8 @@ def family_overview(result: Any, items: pd.DataFrame, families: list[str]) -> pd
         rows.append({
             "family": fam, "score": figure(metrics.get(f"{fam}_score", (info.get(fam) or {}).get("score"))),
             "headline figures": " · ".join(f"{h} {figure(metrics.get(h))}" for h in headline),
-            "items": len(rows_f), "problems": len(_report.problem_rows(rows_f)),
-            "set aside": len(_report.set_aside_rows(rows_f)),
+            "items": len(rows_f), "problems": len(frames.problem_rows(rows_f)),
+            "set aside": len(frames.set_aside_rows(rows_f)),
         })
     return pd.DataFrame(rows)
 
@@ -218,7 +218,7 @@ def tree_view(result: Any, items: pd.DataFrame | None = None) -> None:
         counted = rows[~rows["outcome"].isin(SET_ASIDE)] if "outcome" in rows.columns else rows
         heading(f"{fam} items: {_outcome_summary(rows)}", 3)
         table(_problems_first(counted), columns, empty=f"(no {fam} items counted)")
-        aside = _report.set_aside_rows(rows)
+        aside = frames.set_aside_rows(rows)
         if not aside.empty:
             heading(f"{fam} items set aside: {len(aside)} (counted toward nothing: not problems)", 3)
             set_aside(aside, columns)
@@ -255,7 +255,7 @@ def tree_report(members: pd.DataFrame, items: pd.DataFrame) -> None:
     heading("Corpus mean per metric")
     para("Each metric's mean over the members where it is defined (a null figure is left out, not "
          f"counted as 0), per backend, family by family; {NULL}: defined for no member.")
-    corpus = _report.tree_corpus(members)
+    corpus = frames.tree_corpus(members)
     if corpus.empty:
         print("(no scored members)")
     else:
@@ -266,7 +266,7 @@ def tree_report(members: pd.DataFrame, items: pd.DataFrame) -> None:
             if others:
                 print(f"{backend}: " + " · ".join(f"{k} {figure(v)}" for k, v in others.items()))
     heading("Family scores by member")
-    charts.chart(score_heatmap(_report.metric_matrix(members, {f: f"{f}_score" for f in families}), "family score"),
+    charts.chart(score_heatmap(frames.metric_matrix(members, {f: f"{f}_score" for f in families}), "family score"),
           missing="(no scored members)")
     heading("Outcomes")
     charts.chart(outcome_distribution(items))
