@@ -158,10 +158,9 @@ def pilot_samples(run: str | Path, task: str, metric: str = "score", label: str 
     SD)."""
     from evalkit.results.runfolder import scan
     from evalkit.scoring.stats import as_number
-    from evalkit.status import SCORED, status_of
 
     # every sample of a --samples K run (an errored one left out): a member may be scored in some samples only
-    found = [s for s in scan(run, status=None) if s.task == task and any(status_of(x) == SCORED for x in s.samples())]
+    found = [s for s in scan(run, status=None) if s.task == task and any(x.is_scored for x in s.samples())]
     labels = sorted({s.backend for s in found})
     if label is None:
         if len(labels) != 1:
@@ -171,7 +170,7 @@ def pilot_samples(run: str | Path, task: str, metric: str = "score", label: str 
     out: dict[str, list[float]] = {}
     for s in found:
         for sample in s.samples() if s.backend == label else ():
-            if status_of(sample) == SCORED and (x := as_number((sample.get("metrics") or {}).get(metric))) is not None:
+            if sample.is_scored and (x := as_number(sample.metrics.get(metric))) is not None:
                 out.setdefault(s.member, []).append(x)
     if len(out) < 2:
         raise UsageError(f"plan: {run} has {len(out)} member(s) of {task} with a {metric!r} [{label}]: a pilot needs ≥ 2")

@@ -114,28 +114,29 @@ class BackendRef(_View):
 
 
 class RunBlock(_View):
-    """The run block of an extraction (and its score): the call's tokens, cost, latency and parse outcome."""
+    """The run block of an extraction (and its score): the call's tokens, cost, latency and parse outcome
+    (each None when the file holds none: a figure that is missing is not a zero)."""
 
     SCHEMA = {"calls": (int, type(None)), "usd": (*_NUM, type(None)), "input_tokens": (int, type(None)),
               "output_tokens": (int, type(None)), "latency_s": (*_NUM, type(None)), "parse": _OPT_STR,
               "truncated": _OPT_STR, "replayed": (bool, type(None)), "error": _OPT_STR, "model": _OPT_STR,
-              "finish_reason": _OPT_STR, "settings": (dict, type(None))}
+              "finish_reason": _OPT_STR, "settings": (dict, type(None)), "schema_violations": (list, type(None))}
 
     @property
-    def calls(self) -> int:
-        return self._get("calls", 0)
+    def calls(self) -> int | None:
+        return self.data.get("calls")
 
     @property
-    def usd(self) -> float:
-        return self._get("usd", 0.0)
+    def usd(self) -> float | None:
+        return self.data.get("usd")
 
     @property
-    def input_tokens(self) -> int:
-        return self._get("input_tokens", 0)
+    def input_tokens(self) -> int | None:
+        return self.data.get("input_tokens")
 
     @property
-    def output_tokens(self) -> int:
-        return self._get("output_tokens", 0)
+    def output_tokens(self) -> int | None:
+        return self.data.get("output_tokens")
 
     @property
     def latency_s(self) -> float | None:
@@ -151,15 +152,26 @@ class RunBlock(_View):
 
     @property
     def replayed(self) -> bool:
+        """Answered from a cassette (no live call: its figures are the recording's)."""
         return bool(self.data.get("replayed"))
+
+    @property
+    def finish_reason(self) -> str | None:
+        return self.data.get("finish_reason")
 
     @property
     def error(self) -> str | None:
         return self.data.get("error")
 
     @property
-    def settings(self) -> dict[str, Any]:
-        return self._get("settings", {})
+    def settings(self) -> dict[str, Any] | None:
+        """The task settings the call was sent beyond the defaults (None: recorded before settings were)."""
+        return self.data.get("settings")
+
+    @property
+    def schema_violations(self) -> list[dict[str, Any]]:
+        """Where the record breaks the task's output schema (``parse: schema_invalid``)."""
+        return self._get("schema_violations", [])
 
 
 class Record(_View):
@@ -264,7 +276,7 @@ class ScoreRecord(_MemberFile):
 
     SCHEMA = {**_MEMBER_KEYS, "score": (*_NUM, type(None)), "passed": (bool, type(None)), "metrics": (dict, type(None)),
               "details": (dict, type(None)), "notes": (list, type(None)), "items": (list, type(None)),
-              "reference": _OPT_STR, "sample": (int,)}
+              "reference": _OPT_STR, "sample": (int,), "samples": (dict, type(None))}
 
     @property
     def score(self) -> float | None:
@@ -296,6 +308,16 @@ class ScoreRecord(_MemberFile):
         return self.data.get("reference")
 
     @property
+    def sample(self) -> int | None:
+        """Which sample of ``--samples K`` (set by `runfolder.read_sample_scores`; None: not read as a sample)."""
+        return self.data.get("sample")
+
+    @property
+    def samples(self) -> dict[str, Any] | None:
+        """Under --samples K > 1, a headline's spread (`evalkit.results.samples.headline`)."""
+        return self.data.get("samples")
+
+    @property
     def headline(self) -> str:
         """The name of the headline metric (``details.headline``; ``score`` when none)."""
         return self.details.get("headline") or "score"
@@ -313,7 +335,7 @@ class JudgmentsRecord(Record):
     """judgments.json (--judge): the judge's verdicts on one extraction's record, keyed by its sha."""
 
     SCHEMA = {**_VERSIONED, "member": _OPT_STR, "backend": _OPT_STR, "judge": (dict, type(None)),
-              "extraction_sha256": _OPT_STR}
+              "extraction_sha256": _OPT_STR, "mode": _OPT_STR, "axes": (dict, type(None))}
 
     @property
     def extraction_sha256(self) -> str | None:
@@ -323,6 +345,15 @@ class JudgmentsRecord(Record):
     def judge(self) -> dict[str, Any]:
         return self._get("judge", {})
 
+    @property
+    def mode(self) -> str | None:
+        return self.data.get("mode")
+
+    @property
+    def axes(self) -> dict[str, dict[str, Any]]:
+        """Per axis (entities, relations, ...): its status and the pairs the judge accepted."""
+        return self._get("axes", {})
+
 
 class RunRecord(Record):
     """run.json: the run's parameters and versions, every backend (each with when its run started) and member
@@ -331,7 +362,7 @@ class RunRecord(Record):
     SCHEMA = {**_VERSIONED, "backends": (list, type(None)), "members": (list, type(None)), "heldout": (list, type(None)),
               "skipped": (list, type(None)), "parameters": (dict, type(None)), "versions": (dict, type(None)),
               "started": _OPT_STR, "command": _OPT_STR, "evalkit_version": _OPT_STR, "reference": _OPT_STR,
-              "ontology_mode": _OPT_STR}
+              "ontology_mode": _OPT_STR, "judge": (dict, type(None))}
 
     @classmethod
     def from_json(cls, data: Any, where: str | Path | None = None) -> "RunRecord":
@@ -352,6 +383,15 @@ class RunRecord(Record):
     def heldout(self) -> frozenset[str]:
         """The members held out of the scoreboard (``heldout: true`` in their manifest)."""
         return frozenset(self._get("heldout", []))
+
+    @property
+    def skipped(self) -> list[dict[str, Any]]:
+        """Members left out before any call: each ``member``, ``status`` (skipped, refused, ...) and ``reason``."""
+        return self._get("skipped", [])
+
+    @property
+    def evalkit_version(self) -> str | None:
+        return self.data.get("evalkit_version")
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -378,6 +418,15 @@ class RunRecord(Record):
         """``--reference``: the backend label whose records were the others' truth."""
         return self.data.get("reference")
 
+    @property
+    def ontology_mode(self) -> str:
+        return self.data.get("ontology_mode") or "freeform"
+
+    @property
+    def judge(self) -> dict[str, Any]:
+        """--judge: the judge's spec, model and mode ({} without a judge)."""
+        return self._get("judge", {})
+
     def backend(self, label: str) -> BackendEntry | None:
         return next((b for b in self.backends if b.label == label), None)
 
@@ -403,7 +452,7 @@ class RunRecord(Record):
 class BackendEntry(_View):
     """One backend of run.json: its label, spec, model and when its run started."""
 
-    SCHEMA = {"label": _OPT_STR, "spec": _OPT_STR, "model": _OPT_STR, "started": _OPT_STR}
+    SCHEMA = {"label": _OPT_STR, "spec": _OPT_STR, "model": _OPT_STR, "started": _OPT_STR, "cassette_sha256": _OPT_STR}
 
     @property
     def label(self) -> str | None:

@@ -497,7 +497,7 @@ class Scored:
 
         from evalkit.results.samples import headline
 
-        return replace(self, data=headline(self.samples()))
+        return replace(self, data=headline(self.samples()).to_json())
 
     def started(self, run_json: Mapping[str, Any]) -> str | None:
         """When this backend's run started: its own entry in run.json (one folder can hold the backends

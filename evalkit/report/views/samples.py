@@ -85,15 +85,9 @@ def member_samples(result: Any) -> None:
     print(f"samples: {f['k_scored']} of {f['k']} scored · mean {figure(f['mean'])} · SD {figure(f['sd'])} · "
           f"pass@k {_verdict(f['pass_at_k'])} · pass^k {_verdict(f['pass_hat_k'])} · agreement "
           f"{figure(f['agreement'])} (this page shows sample 0)")
-    table([{"sample": s.get("sample", i), "score": figure(s.get("score")), "verdict": _report.verdict(
-        s.get("passed"), _report_status(s)), "cause": s.get("cause"), "parse": (s.get("run") or {}).get("parse")}
-        for i, s in enumerate(samples)])
-
-
-def _report_status(data: Any) -> str:
-    from evalkit.status import status_of
-
-    return status_of(data)
+    table([{"sample": i if s.sample is None else s.sample, "score": figure(s.score),
+            "verdict": _report.verdict(s.passed, s.status), "cause": s.cause, "parse": s.run.parse}
+           for i, s in enumerate(samples)])  # `runfolder.read_sample_scores`: score records
 
 
 def _verdict(v: Any) -> str:
