@@ -52,7 +52,7 @@ def _check(data: Mapping[str, Any], schema: Mapping[str, tuple[type, ...]], wher
         ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
         ok = ok or (float in types and isinstance(value, int) and not isinstance(value, bool))
         if not ok:
-            raise RecordError(f"{where}: key {prefix}{key!r} must be {_what(types)}, not {type(value).__name__} "
+            raise RecordError(f"{where}: key {prefix + key!r} must be {_what(types)}, not {type(value).__name__} "
                               f"({value!r:.60}); this file is not one evalkit wrote: re-run the member or remove it")
 
 
@@ -469,3 +469,8 @@ class BackendEntry(_View):
     @property
     def started(self) -> str | None:
         return self.data.get("started")
+
+    @property
+    def cassette_sha256(self) -> str | None:
+        """A replayed cassette's sha256: which recording the figures are."""
+        return self.data.get("cassette_sha256")
