@@ -99,7 +99,7 @@ def _unscored_rows(path: str | Path) -> list[dict]:
     from evalkit.results.runfolder import read_run_json, read_summary
     from evalkit.status import NOT_COVERED, SKIPPED, shown
 
-    heldout = set(read_run_json(path).get("heldout") or [])
+    heldout = read_run_json(path).heldout
     rows = []
     for task, t in ((read_summary(path) or {}).get("tasks") or {}).items():
         backends = t.get("backends") or []

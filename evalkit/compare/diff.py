@@ -27,6 +27,7 @@ from typing import Any
 
 from evalkit.errors import CorpusError, UsageError
 from evalkit.results import runfolder
+from evalkit.results.records import BackendRef, ScoreRecord
 from evalkit.scoring import delta
 from evalkit.scoring.stats import format_p
 
@@ -95,9 +96,10 @@ def _pair_config(a: Mapping[str, Mapping[str, Any]], b: Mapping[str, Mapping[str
     """One pair's own differences: backend spec and model, the settings its calls were made with, and how many
     members' requests differ (prompt, template, settings or document)."""
     def described(side: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-        first = next(iter(side.values()), {})
-        settings = {k: v for d in side.values() for k, v in ((d.get("run") or {}).get("settings") or {}).items()}
-        return {"backend": {k: (first.get("backend") or {}).get(k) for k in ("spec", "model")}, "settings": settings}
+        scores = [ScoreRecord(d) for d in side.values()]  # score.json data `load_side` read (and slimmed)
+        settings = {k: v for d in scores for k, v in (d.run.settings or {}).items()}
+        first = scores[0].backend if scores else BackendRef()
+        return {"backend": {"spec": first.spec, "model": first.model}, "settings": settings}
 
     rows = _differences(described(a), described(b))
     both = sorted(a.keys() & b.keys())

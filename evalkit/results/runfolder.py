@@ -25,7 +25,8 @@ appended), and the sweep's last sweep.json takes them in and removes it (`read_s
 The backend's folder is its label's safe form (`backends.label_folder`: ``org/model`` → ``org__model``);
 extraction.json and score.json record the label itself, and readers take it from there
 (`backends.folder_label`). JSON files are written whole, with sorted keys (`evalkit._util.jsonio`): the same
-inputs give the same bytes. `scan` is the one way to find the results a folder holds.
+inputs give the same bytes. run.json, extraction.json, score.json and judgments.json are read and written as
+their typed records (`evalkit.results.records`: `RunRecord`, `ExtractionRecord`, `ScoreRecord`, `JudgmentsRecord`). `scan` is the one way to find the results a folder holds.
 """
 
 from __future__ import annotations
