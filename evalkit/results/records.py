@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Iterator, Mapping
+from typing import Any, ClassVar, Iterator, Mapping, Self
 
 from evalkit.errors import CorpusError
 from evalkit.status import ERROR, SCORED, Failed, failure_of, status_of
@@ -53,7 +53,7 @@ def _check(data: Mapping[str, Any], schema: Mapping[str, tuple[type, ...]], wher
         ok = ok or (float in types and isinstance(value, int) and not isinstance(value, bool))
         if not ok:
             raise RecordError(f"{where}: key {prefix + key!r} must be {_what(types)}, not {type(value).__name__} "
-                              f"({value!r:.60}); this file is not one evalkit wrote: re-run the member or remove it")
+                              f"({value!r:.60}); this file is not one evalkit wrote: remove it and run again")
 
 
 _NUM = (int, float)
@@ -68,11 +68,11 @@ class _View(Mapping[str, Any]):
     SCHEMA: ClassVar[Mapping[str, tuple[type, ...]]] = {}
 
     @classmethod
-    def of(cls, data: Any, where: str, prefix: str = "") -> Any:
+    def of(cls, data: Any, where: str, prefix: str = "") -> Self:
         if not isinstance(data, dict):
             what = f"key {prefix.rstrip('.')!r}" if prefix else "the file"
             raise RecordError(f"{where}: {what} must be an object, not {type(data).__name__}; this file is not one "
-                              f"evalkit wrote: re-run the member or remove it")
+                              f"evalkit wrote: remove it and run again")
         _check(data, cls.SCHEMA, where, prefix)
         return cls(data)
 
@@ -180,7 +180,7 @@ class Record(_View):
     NESTED: ClassVar[Mapping[str, type[_View]]] = {}  # keys holding an object that has its own view
 
     @classmethod
-    def from_json(cls, data: Any, where: str | Path | None = None) -> Any:
+    def from_json(cls, data: Any, where: str | Path | None = None) -> Self:
         """The record of `data` (the file's JSON object); `where`: the file, for errors (`runfolder` passes it)."""
         where = str(where or cls.__name__)
         record = cls.of(data, where)
@@ -365,7 +365,7 @@ class RunRecord(Record):
               "ontology_mode": _OPT_STR, "judge": (dict, type(None))}
 
     @classmethod
-    def from_json(cls, data: Any, where: str | Path | None = None) -> "RunRecord":
+    def from_json(cls, data: Any, where: str | Path | None = None) -> Self:
         record = super().from_json(data, where)
         for i, b in enumerate(record.data.get("backends") or []):
             BackendEntry.of(b, str(where or cls.__name__), f"backends[{i}].")
