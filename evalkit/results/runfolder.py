@@ -205,9 +205,10 @@ def read_extraction(home: str | Path) -> ExtractionRecord:
 
 def write_extraction(home: str | Path, extraction: Mapping[str, Any]) -> ExtractionRecord:
     """extraction.json: the record plus its run block and status (`pipeline.extraction_record`); returns it."""
-    path = Path(home) / EXTRACTION
-    record = extraction if isinstance(extraction, ExtractionRecord) else ExtractionRecord.from_json(dict(extraction), path)
-    write_json(path, record.to_json())
+    # Not checked here: its run block is what a backend (a user's python: pipeline, say) reported, written as it
+    # always was; `read_extraction` checks it, naming the key.
+    record = extraction if isinstance(extraction, ExtractionRecord) else ExtractionRecord(dict(extraction))
+    write_json(Path(home) / EXTRACTION, record.to_json())
     return record
 
 
