@@ -91,7 +91,7 @@ class RunTables:
 def _unscored_rows(path: str | Path) -> list[dict]:
     """The member × backends a run has no result folder for, from its summary.json: not covered (per
     backend) and skipped or refused (the task's members the gate left out, for each backend)."""
-    heldout = set(read_run_json(path).get("heldout") or [])
+    heldout = read_run_json(path).heldout
     rows = []
     for task, t in ((read_summary(path) or {}).get("tasks") or {}).items():
         backends = t.get("backends") or []

@@ -77,5 +77,5 @@ def test_run_json_keeps_every_backend_and_member_a_folder_holds(tmp_path):
     runfolder.write_run_json(tmp_path, {"started": "t2", "backends": [{"label": "b", "started": "t2"}],
                                         "members": ["t/m1"]})
     data = runfolder.read_run_json(tmp_path)
-    assert [b["label"] for b in data["backends"]] == ["a", "b"] and data["members"] == ["t/m0", "t/m1"]
-    assert data["started"] == "t2" and runfolder.read_run_json(tmp_path / "none") == {}
+    assert [b.label for b in data.backends] == ["a", "b"] and data.members == ["t/m0", "t/m1"]
+    assert data.started == "t2" and runfolder.read_run_json(tmp_path / "none").to_json() == {}

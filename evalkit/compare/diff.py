@@ -29,6 +29,7 @@ from evalkit.errors import CorpusError, EvalkitError, UsageError
 from evalkit.execution.execute import NOTEBOOKS_DIR, NotebookJob, execute
 from evalkit.results import runfolder
 from evalkit.results.band import band_path, load_band
+from evalkit.results.records import BackendRef, ScoreRecord
 from evalkit.scoring import delta
 from evalkit.scoring.stats import format_p
 
@@ -47,7 +48,7 @@ def load_side(run_dir: str | Path, requests: dict[tuple[str, str, str], str | No
     for s in runfolder.iter_scan(run_dir, status=None, unscored=True):  # one score.json at a time, slimmed
         out.setdefault(s.task, {}).setdefault(s.backend, {})[s.member] = _slim(s.data)
         if requests is not None:
-            requests[(s.task, s.backend, s.member)] = s.extraction().get("request_sha256")
+            requests[(s.task, s.backend, s.member)] = s.extraction().request_sha256
     return out
 
 
@@ -82,7 +83,7 @@ def _differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[dict[str, A
 def config_differences(run_a: str | Path, run_b: str | Path) -> list[dict[str, Any]]:
     """What differs in how the runs were made, from their run.json: ``{"what", "a", "b"}`` rows for settings,
     threshold, corpus, ontology mode, evalkit and package versions (the per-backend ones are each pair's)."""
-    ja, jb = runfolder.read_run_json(run_a), runfolder.read_run_json(run_b)
+    ja, jb = runfolder.read_run_json(run_a).to_json(), runfolder.read_run_json(run_b).to_json()  # by key path
     return [d for path, name in _RUN_KEYS for d in _differences({name: _get(ja, path)}, {name: _get(jb, path)})]
 
 
@@ -97,9 +98,10 @@ def _pair_config(a: Mapping[str, Mapping[str, Any]], b: Mapping[str, Mapping[str
     """One pair's own differences: backend spec and model, the settings its calls were made with, and how many
     members' requests differ (prompt, template, settings or document)."""
     def described(side: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-        first = next(iter(side.values()), {})
-        settings = {k: v for d in side.values() for k, v in ((d.get("run") or {}).get("settings") or {}).items()}
-        return {"backend": {k: (first.get("backend") or {}).get(k) for k in ("spec", "model")}, "settings": settings}
+        scores = [ScoreRecord(d) for d in side.values()]  # score.json data `load_side` read (and slimmed)
+        settings = {k: v for d in scores for k, v in (d.run.settings or {}).items()}
+        first = scores[0].backend if scores else BackendRef()
+        return {"backend": {"spec": first.spec, "model": first.model}, "settings": settings}
 
     rows = _differences(described(a), described(b))
     both = sorted(a.keys() & b.keys())
@@ -123,7 +125,7 @@ def _zero_delta_reason(pair: Mapping[str, Any], config: list[dict[str, Any]]) ->
 
 def band_of(run_dir: str | Path) -> dict[str, Any]:
     """The corpus's band.json (`evalkit.results.band`) named by the run's run.json, or {} (no band, unreadable)."""
-    corpus = (runfolder.read_run_json(run_dir).get("parameters") or {}).get("corpus")
+    corpus = runfolder.read_run_json(run_dir).corpus
     try:
         return (load_band(band_path(corpus)) or {}) if corpus else {}
     except (CorpusError, OSError):
@@ -152,8 +154,7 @@ def diff_runs(run_a: str | Path, run_b: str | Path) -> dict[str, Any]:
     req_b: dict[tuple[str, str, str], str | None] = {}
     side_a, side_b = load_side(run_a, req_a), load_side(run_b, req_b)
     band, config = band_of(run_b), config_differences(run_a, run_b)
-    heldout = frozenset(runfolder.read_run_json(run_a).get("heldout") or []) | frozenset(
-        runfolder.read_run_json(run_b).get("heldout") or [])
+    heldout = runfolder.read_run_json(run_a).heldout | runfolder.read_run_json(run_b).heldout
     tasks: dict[str, Any] = {}
     for task in sorted(side_a.keys() | side_b.keys()):
         a, b = side_a.get(task, {}), side_b.get(task, {})

@@ -39,7 +39,6 @@ import numpy as np
 from evalkit.errors import UsageError
 from evalkit.results.runfolder import scan
 from evalkit.scoring.stats import as_number, mean
-from evalkit.status import SCORED, status_of
 
 __all__ = ["ALPHA", "POWER", "RHO", "t_quantile", "mde", "members_needed", "sd", "within_sd", "sd_diff_from_scores",
            "sd_diff_from_band", "with_samples", "Plan", "plan", "pilot_samples"]
@@ -159,7 +158,7 @@ def pilot_samples(run: str | Path, task: str, metric: str = "score", label: str 
     scored sample of each member: one without --samples; a ``--samples K`` run gives up to K (the within-member
     SD)."""
     # every sample of a --samples K run (an errored one left out): a member may be scored in some samples only
-    found = [s for s in scan(run, status=None) if s.task == task and any(status_of(x) == SCORED for x in s.samples())]
+    found = [s for s in scan(run, status=None) if s.task == task and any(x.is_scored for x in s.samples())]
     labels = sorted({s.backend for s in found})
     if label is None:
         if len(labels) != 1:
@@ -169,7 +168,7 @@ def pilot_samples(run: str | Path, task: str, metric: str = "score", label: str 
     out: dict[str, list[float]] = {}
     for s in found:
         for sample in s.samples() if s.backend == label else ():
-            if status_of(sample) == SCORED and (x := as_number((sample.get("metrics") or {}).get(metric))) is not None:
+            if sample.is_scored and (x := as_number(sample.metrics.get(metric))) is not None:
                 out.setdefault(s.member, []).append(x)
     if len(out) < 2:
         raise UsageError(f"plan: {run} has {len(out)} member(s) of {task} with a {metric!r} [{label}]: a pilot needs ≥ 2")

@@ -53,6 +53,7 @@ from evalkit.report.frames import item_shape
 from evalkit.report.views import figure
 from evalkit.results import runfolder
 from evalkit.results.calls import call_figures
+from evalkit.results.records import JudgmentsRecord, RunBlock, RunRecord
 from evalkit.results.summary import completion_of
 from evalkit.scoring.delta import compare_sides
 from evalkit.scoring.ontology import aggregate_compliance
@@ -78,15 +79,15 @@ class Comparison:
     backends: list[str]
     members: pd.DataFrame  # one row per member × backend: member, backend, metrics (flattened), parse, error
     calls: dict[str, list[Any]]  # backend -> Completions (run blocks of extraction.json)
-    run: dict[str, Any] = field(default_factory=dict)
+    run: RunRecord = field(default_factory=RunRecord)
     pairwise: dict[str, Any] | None = None
-    judgments: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    judgments: dict[tuple[str, str], JudgmentsRecord] = field(default_factory=dict)
     judge_mode: str | None = None
     scores: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # backend → member → score.json
 
     @property
     def ontology_mode(self) -> str:
-        return self.run.get("ontology_mode") or "freeform"
+        return self.run.ontology_mode
 
 
 _completion = completion_of
@@ -97,8 +98,8 @@ def load(run_dir: str | Path, task: str, backends: list[str] | None = None, judg
     A member × backend that errored (`evalkit.status`) is not ``scored``: out of every F1 and bootstrap,
     counted in its backend's error rate (its extraction call is among the calls)."""
     run_dir = Path(run_dir)
-    run = _quietly(lambda: runfolder.read_run_json(run_dir)) or {}
-    order = [b.get("label") for b in run.get("backends") or [] if isinstance(b, dict)]
+    run = _quietly(lambda: runfolder.read_run_json(run_dir)) or RunRecord()
+    order = [b.label for b in run.backends]
     found_results = runfolder.task_results(run_dir, task)
     labels = {s.backend for s in found_results}
     found = list(dict.fromkeys([b for b in order if b in labels] + sorted(labels - set(order))))
@@ -109,24 +110,23 @@ def load(run_dir: str | Path, task: str, backends: list[str] | None = None, judg
         if backend not in chosen:
             continue
         scores[backend][member] = s.data
-        ext = _quietly(s.extraction) or {}
-        run_block = ext.get("run") or {}
+        ext = _quietly(s.extraction)
+        run_block = ext.run if ext else RunBlock()
         if ext:
             calls[backend].append(_completion(run_block))
         j = runfolder.read_judgments(s.home)
         if j is not None:
             judgments[(member, backend)] = j
         rows.append({"member": member, "backend": backend, "scored": s.status == SCORED,
-                     **row_of(s.status, s.data), "parse": run_block.get("parse"), "error": run_block.get("error"),
-                     "truncated": run_block.get("truncated"),
-                     **{f"metric.{k}": v for k, v in sorted((s.score().get("metrics") or {}).items())}})
+                     **row_of(s.status, s.data), "parse": run_block.parse, "error": run_block.error,
+                     "truncated": run_block.truncated, **{f"metric.{k}": v for k, v in sorted(s.score().metrics.items())}})
     members = pd.DataFrame(rows, columns=None if rows else ["member", "backend", "scored", "parse", "error"])
     pw = runfolder.read_pairwise(run_dir, task)
     if isinstance(pw, dict) and chosen:
         keep = set(chosen)
         pw = {**pw, "pairs": [r for r in pw.get("pairs") or [] if r["a"] in keep and r["b"] in keep],
               "items": [i for i in pw.get("items") or [] if i["a"] in keep and i["b"] in keep]}
-    mode = judge_mode or (run.get("judge") or {}).get("mode")
+    mode = judge_mode or run.judge.get("mode")
     return Comparison(run_dir=run_dir, task=task, backends=chosen, members=members, calls=calls, run=run,
                       pairwise=pw if isinstance(pw, dict) else None, judgments=judgments, judge_mode=mode,
                       scores=scores)
@@ -191,7 +191,7 @@ def calls_figures(c: Comparison) -> list[dict[str, Any]]:
                "replayed": s["replayed"]}
         if c.ontology_mode == "strict":  # micro: summed inside / summed emitted over the scored members
             figures = [v for r in scored
-                       if r.backend == b and (v := (r.score().get("details") or {}).get("vocabulary"))]
+                       if r.backend == b and (v := r.score().details.get("vocabulary"))]
             row["vocabulary_compliance"] = aggregate_compliance(figures)["vocabulary_compliance"] if figures else None
         out.append(row)
     return out
@@ -293,7 +293,7 @@ def judge_accepted(c: Comparison) -> pd.DataFrame:
     for (member, backend), j in sorted(c.judgments.items()):
         if backend not in c.backends:
             continue
-        for axis, v in (j.get("axes") or {}).items():
+        for axis, v in j.axes.items():
             if v.get("status") == "error":
                 rows.append({"member": member, "backend": backend, "axis": axis, "truth": "", "extracted": "",
                              "judge": f"error: {v.get('error')}"})
@@ -306,7 +306,7 @@ def judge_accepted(c: Comparison) -> pd.DataFrame:
 
 
 def header(c: Comparison) -> dict[str, Any]:
-    judge = c.run.get("judge") or {}
+    judge = c.run.judge
     scored = int(c.members["scored"].sum()) if not c.members.empty else 0
     return {"task": c.task, "backends": ", ".join(c.backends) or "(none)",
             "members": c.members["member"].nunique() if not c.members.empty else 0,
@@ -345,7 +345,7 @@ def paired(c: Comparison) -> list[dict[str, Any]]:
     if nothing_comparable(c):
         return []
     a, band = c.backends[0], band_width(c)
-    heldout = frozenset(runfolder.read_run_json(c.run_dir).get("heldout") or [])
+    heldout = runfolder.read_run_json(c.run_dir).heldout
     return [compare_sides(c.task, c.scores[a], c.scores[b], a, b, band, heldout) for b in c.backends[1:]]
 
 

@@ -39,11 +39,12 @@ import pandas as pd
 
 from evalkit.errors import EvalkitError
 from evalkit.results.history import history_lines, index_path, read_history, run_means
+from evalkit.results.records import ScoreRecord
 from evalkit.results.runfolder import SCORE, read_run_json, scan, task_dir, task_results
 from evalkit.results.samples import headline, member_figures, unstable
 from evalkit.scoring.graph import corpus_metrics
 from evalkit.scoring.tree import mean_metrics
-from evalkit.status import ERROR, PARSE_OUTCOMES, SCORED, count, parse_outcome, recovered, shown, status_of
+from evalkit.status import ERROR, PARSE_OUTCOMES, SCORED, count, parse_outcome, recovered, shown
 
 __all__ = ["load_scores", "field_accuracy", "mean_field_accuracy", "outcome_counts", "verdict", "SUCCESS",
            "SET_ASIDE", "item_shape", "problem_rows", "set_aside_rows", "member_metrics", "metric_matrix",
@@ -67,10 +68,10 @@ def verdict(passed: Any, status: str = SCORED) -> str:
     return "PASS" if passed else "FAIL"
 
 
-def answer_faults(score: dict[str, Any]) -> str | None:
+def answer_faults(score: ScoreRecord) -> str | None:
     """A score.json's answer faults (`pipeline.answer_faults`: schema_invalid, truncated), each marked FAIL when
     it decided the verdict (the task's ``verdict:`` policy); None when the answer had none."""
-    faults = (score.get("details") or {}).get("answer_faults") or {}
+    faults = score.details.get("answer_faults") or {}
     return ", ".join(f + (" (FAIL)" if v.get("fails_verdict") else "") for f, v in faults.items()) or None
 
 
@@ -89,38 +90,35 @@ def load_scores(run_dir: str | Path, task: str) -> tuple[pd.DataFrame, pd.DataFr
     heldout: dict[Path, set[str]] = {}
     for s in found:
         if s.run_dir not in heldout:
-            heldout[s.run_dir] = set(read_run_json(s.run_dir).get("heldout") or [])
+            heldout[s.run_dir] = read_run_json(s.run_dir).heldout
     sampled = any(s.sampled for s in found)  # --samples K > 1: the columns below appear only then
     rows: list[dict[str, Any]] = []
     items: list[dict[str, Any]] = []
     for s in found:
-        member, backend, data, status = s.member, s.backend, s.score(), s.status
+        member, backend, data = s.member, s.backend, s.score()
         samples = s.samples() if sampled else [data]
         if sampled:  # the member's headline: the mean over its scored samples (`samples.headline`)
             data = headline(samples)
-            status = status_of(data)
-        label = member if len(backends) <= 1 else f"{member} [{backend}]"
-        run = data.get("run") or {}
-        member_items = data.get("items") or []
+        status, label, run = data.status, member if len(backends) <= 1 else f"{member} [{backend}]", data.run
         rows.append({
             "task": task, "member": member, "backend": backend, "label": label,
-            "status": status, "cause": data.get("cause"), "heldout": f"{task}/{member}" in heldout[s.run_dir],
-            "score": data.get("score"), "passed": data.get("passed"),
-            "verdict": verdict(data.get("passed"), status),
-            "answer": parse_outcome(run.get("parse"), run.get("truncated")) if status == SCORED else None,
-            "recovered": recovered(run.get("parse"), run.get("truncated")) if status == SCORED else None,
+            "status": status, "cause": data.cause, "heldout": f"{task}/{member}" in heldout[s.run_dir],
+            "score": data.score, "passed": data.passed,
+            "verdict": verdict(data.passed, status),
+            "answer": parse_outcome(run.parse, run.truncated) if status == SCORED else None,
+            "recovered": recovered(run.parse, run.truncated) if status == SCORED else None,
             "faults": answer_faults(data),
-            "parse": run.get("parse"), "input_tokens": run.get("input_tokens"),
-            "output_tokens": run.get("output_tokens"), "usd": run.get("usd"), "latency_s": run.get("latency_s"),
-            "error": run.get("error"), "truncated": run.get("truncated"), "items": len(member_items), "notes": len(data.get("notes") or []),
+            "parse": run.parse, "input_tokens": run.input_tokens,
+            "output_tokens": run.output_tokens, "usd": run.usd, "latency_s": run.latency_s,
+            "error": run.error, "truncated": run.truncated, "items": len(data.rows), "notes": len(data.notes),
             "path": f"{member}/{s.home.name}/{SCORE}" if s.has_score else None,
             **(_sample_columns(member_figures(samples)) if sampled else {}),
-            **{f"metric.{k}": v for k, v in sorted((data.get("metrics") or {}).items())},
+            **{f"metric.{k}": v for k, v in sorted(data.metrics.items())},
         })
         for sample in samples:  # under --samples every sample's items, told apart by a ``sample`` column
-            for item in (sample.get("items") or []) if sampled else member_items:
+            for item in sample.rows if sampled else data.rows:
                 items.append({**item, "task": task, "member": member, "backend": backend, "label": label,
-                              **({"sample": sample["sample"]} if sampled else {})})
+                              **({"sample": sample.sample} if sampled else {})})
     members_df = pd.DataFrame(rows, columns=None if rows else MEMBER_COLUMNS)
     if not items:
         return members_df, pd.DataFrame(columns=["task", "member", "backend", "label"])
@@ -312,7 +310,7 @@ def headline_metric(run_dir: str | Path, task: str) -> str:
     """The metric a task's score is (its scorer's ``details.headline``, e.g. ``relations_f1``), else "score"."""
     base = task_dir(run_dir, task)
     for s in scan(base) if base.is_dir() else []:  # scored only: an error has no details to tell by
-        return (s.score().get("details") or {}).get("headline") or "score"
+        return s.score().headline
     return "score"
 
 

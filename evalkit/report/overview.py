@@ -20,6 +20,7 @@ from typing import Any, Mapping
 
 from evalkit.errors import CorpusError
 from evalkit.results import runfolder
+from evalkit.results.records import RunRecord
 from evalkit.status import OK, PARSE_OUTCOMES
 
 FAULTS = tuple(o for o in PARSE_OUTCOMES if o != OK)  # scored answers with a fault: counted apart, never errors
@@ -46,16 +47,14 @@ def _pct(x: Any) -> str:
     return "—" if x is None else f"{x:.3f}"
 
 
-def _run_block(run: Mapping[str, Any]) -> list[str]:
+def _run_block(run: RunRecord) -> list[str]:
     e = html.escape
-    rows = [("date", run.get("started")), ("command", run.get("command")),
-            ("corpus", (run.get("parameters") or {}).get("corpus")), ("evalkit", run.get("evalkit_version"))]
-    for b in run.get("backends") or []:
-        if isinstance(b, dict):
-            text = f"{b.get('spec')} (model {b.get('model')})"
-            if b.get("cassette_sha256"):
-                text += f" · cassette sha256 {b['cassette_sha256']}"
-            rows.append((f"backend {b.get('label')}", text))
+    rows = [("date", run.started), ("command", run.command), ("corpus", run.corpus), ("evalkit", run.evalkit_version)]
+    for b in run.backends:
+        text = f"{b.spec} (model {b.model})"
+        if b.cassette_sha256:
+            text += f" · cassette sha256 {b.cassette_sha256}"
+        rows.append((f"backend {b.label}", text))
     items = "".join(f"<dt>{e(str(k))}</dt><dd>{e(str(v))}</dd>" for k, v in rows if v)
     return [RUN_START, f'<dl class="run">{items}</dl>', RUN_END]
 
@@ -101,11 +100,11 @@ def overview_html(run_dir: str | Path) -> str:
     """The run block, the task × backend table and the skipped members ("" when the run has no summary.json)."""
     try:
         run = runfolder.read_run_json(run_dir)
-    except (CorpusError, AttributeError):
-        run = {}
+    except CorpusError:  # unreadable, or not a run.json (`RecordError`): the page goes without its run block
+        run = RunRecord()
     summary = runfolder.read_summary(run_dir) or {}
     tasks = summary.get("tasks") or {}
-    parts = _run_block(run if isinstance(run, dict) else {})
+    parts = _run_block(run)
     if tasks:
         parts += ["<h2>Results per task and backend</h2>", *_table(tasks), *_skipped(tasks)]
     return "\n".join(parts)

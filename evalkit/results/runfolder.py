@@ -25,7 +25,8 @@ appended), and the sweep's last sweep.json takes them in and removes it (`read_s
 The backend's folder is its label's safe form (`backends.label_folder`: ``org/model`` → ``org__model``);
 extraction.json and score.json record the label itself, and readers take it from there
 (`backends.folder_label`). JSON files are written whole, with sorted keys (`evalkit._util.jsonio`): the same
-inputs give the same bytes. `scan` is the one way to find the results a folder holds.
+inputs give the same bytes. run.json, extraction.json, score.json and judgments.json are read and written as
+their typed records (`evalkit.results.records`: `RunRecord`, `ExtractionRecord`, `ScoreRecord`, `JudgmentsRecord`). `scan` is the one way to find the results a folder holds.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from evalkit._util.paths import check_name
 from evalkit.backends import folder_label, label_folder
 from evalkit.backends.spec import redacted_command
 from evalkit.errors import CorpusError, RunLocked
+from evalkit.results.records import ExtractionRecord, JudgmentsRecord, RunRecord, ScoreRecord
 from evalkit.results.samples import headline
 from evalkit.status import NOTEBOOK_FAILED, SCORED, Failed, failure_of, status_of
 
@@ -168,17 +170,17 @@ def sample_dirs(home: str | Path) -> list[tuple[int, Path]]:
     return [(0, Path(home)), *((i, p) for i, p in extra if i > 0)]
 
 
-def read_sample_scores(home: str | Path, first: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-    """Each sample's score.json, in sample order (`first`: sample 0's, when already read); a sample with no
-    readable score.json is an error with its extraction's failure, or ``notebook_failed``."""
+def read_sample_scores(home: str | Path, first: Mapping[str, Any] | None = None) -> list[ScoreRecord]:
+    """Each sample's score.json, in sample order, with its ``sample`` number (`first`: sample 0's, when already
+    read); a sample with no readable score.json is an error with its extraction's failure, or ``notebook_failed``."""
     out = []
     for i, folder in sample_dirs(home):
         data = dict(first) if i == 0 and first is not None else _read_dict(folder / SCORE)
         if data is None:
-            extraction = _read_dict(folder / EXTRACTION) or {}
-            data = {"run": extraction.get("run") or {},
-                    **(failure_of(extraction) or Failed(NOTEBOOK_FAILED, f"no {SCORE}")).to_json()}
-        out.append({**data, "sample": i})
+            extraction = ExtractionRecord(_read_dict(folder / EXTRACTION) or {})
+            data = {"run": extraction.run.to_json(),
+                    **(extraction.failure or Failed(NOTEBOOK_FAILED, f"no {SCORE}")).to_json()}
+        out.append(ScoreRecord.from_json({**data, "sample": i}, folder / SCORE))
     return out
 
 
@@ -195,50 +197,60 @@ def clear_samples(home: str | Path, keep: int) -> None:
 # --------------------------------------------------------------------------- a member × backend's files
 
 
-def read_extraction(home: str | Path) -> dict[str, Any]:
-    return read_json(Path(home) / EXTRACTION)
+def read_extraction(home: str | Path) -> ExtractionRecord:
+    """extraction.json (`RecordError` naming the key when it is not one)."""
+    path = Path(home) / EXTRACTION
+    return ExtractionRecord.from_json(read_json(path), path)
 
 
-def write_extraction(home: str | Path, extraction: Mapping[str, Any]) -> None:
-    """extraction.json: the record plus its run block and status (`pipeline.extraction_record`)."""
-    write_json(Path(home) / EXTRACTION, extraction)
+def write_extraction(home: str | Path, extraction: Mapping[str, Any]) -> ExtractionRecord:
+    """extraction.json: the record plus its run block and status (`pipeline.extraction_record`); returns it."""
+    # Not checked here: its run block is what a backend (a user's python: pipeline, say) reported, written as it
+    # always was; `read_extraction` checks it, naming the key.
+    record = extraction if isinstance(extraction, ExtractionRecord) else ExtractionRecord(dict(extraction))
+    write_json(Path(home) / EXTRACTION, record.to_json())
+    return record
 
 
-def read_score(home: str | Path) -> dict[str, Any]:
-    return read_json(Path(home) / SCORE)
+def read_score(home: str | Path) -> ScoreRecord:
+    """score.json (`RecordError` naming the key when it is not one)."""
+    path = Path(home) / SCORE
+    return ScoreRecord.from_json(read_json(path), path)
 
 
-def write_score(home: str | Path, member_key: str, extraction: Mapping[str, Any], result: Any,
-                reference: str | None = None) -> dict[str, Any]:
+def write_score(home: str | Path, member_key: str, extraction: ExtractionRecord, result: Any,
+                reference: str | None = None) -> ScoreRecord:
     """score.json: the status, the result (a `ScoreResult`, or a `status.Failed`) and the extraction's member,
     backend and run block; with `reference`, the label of the backend whose record was the truth (a
     similarity, not an accuracy). Returns what was written."""
+    path = Path(home) / SCORE
     payload = {"status": SCORED, **result.to_json(), "member": member_key, "backend": extraction["backend"],
                "run": extraction["run"], **({"reference": reference} if reference else {})}
-    write_json(Path(home) / SCORE, payload)
-    return payload
+    record = ScoreRecord.from_json(payload, path)
+    write_json(path, record.to_json())
+    return record
 
 
 def clear_score(home: str | Path) -> None:
     (Path(home) / SCORE).unlink(missing_ok=True)
 
 
-def read_judgments(home: str | Path, extraction: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
-    """judgments.json of a member × backend (None if absent or unreadable); given `extraction`, only when
-    its verdicts are on exactly that extraction's record."""
+def read_judgments(home: str | Path, extraction: ExtractionRecord | None = None) -> JudgmentsRecord | None:
+    """judgments.json of a member × backend (None if absent, unreadable or not one); given `extraction`, only
+    when its verdicts are on exactly that extraction's record."""
+    path = Path(home) / JUDGMENTS
     try:
-        data = read_json(Path(home) / JUDGMENTS)
-    except CorpusError:
+        data = JudgmentsRecord.from_json(read_json(path), path)
+    except CorpusError:  # (a RecordError too: verdicts that are not judgments.json are none)
         return None
-    if not isinstance(data, dict):
-        return None
-    if extraction is not None and data.get("extraction_sha256") != canonical_sha(extraction.get("record")):
+    if extraction is not None and data.extraction_sha256 != canonical_sha(extraction.get("record")):
         return None
     return data
 
 
 def write_judgments(home: str | Path, judgments: Mapping[str, Any]) -> None:
-    write_json(Path(home) / JUDGMENTS, judgments)
+    path = Path(home) / JUDGMENTS
+    write_json(path, JudgmentsRecord.from_json(dict(judgments), path).to_json())
 
 
 def clear_judgments(home: str | Path) -> None:
@@ -283,28 +295,25 @@ def write_judge_json(run_dir: str | Path, summary: Mapping[str, Any]) -> None:
     write_json(Path(run_dir) / JUDGE_JSON, summary)
 
 
-def read_run_json(run_dir: str | Path) -> dict[str, Any]:
-    """run.json ({} when the folder has none yet)."""
+def read_run_json(run_dir: str | Path) -> RunRecord:
+    """run.json (an empty record when the folder has none yet; `RecordError` naming the key when it is not one)."""
     path = Path(run_dir) / RUN_JSON
-    return read_json(path) if path.is_file() else {}
+    return RunRecord.from_json(read_json(path), path) if path.is_file() else RunRecord()
 
 
-def write_run_json(run_dir: str | Path, current: dict[str, Any]) -> None:
-    """run.json after a run: `current`, merged with what earlier runs into the folder wrote (`merge_run_json`)."""
-    write_json(Path(run_dir) / RUN_JSON, merge_run_json(read_run_json(run_dir), current))
+def write_run_json(run_dir: str | Path, current: Mapping[str, Any]) -> RunRecord:
+    """run.json after a run: `current`, merged with what earlier runs into the folder wrote (`merge_run_json`);
+    returns what was written."""
+    path = Path(run_dir) / RUN_JSON
+    merged = merge_run_json(read_run_json(run_dir), current)
+    write_json(path, merged.to_json())
+    return merged
 
 
-def merge_run_json(previous: dict[str, Any], current: dict[str, Any]) -> dict[str, Any]:
-    """run.json after a run into a folder earlier runs wrote to: this run's parameters and versions, with
-    every backend (each with the time its run started; a re-run label replaces its entry in place) and
-    every member the folder holds."""
-    if not isinstance(previous, dict) or not previous:
-        return current
-    new = {b["label"]: b for b in current["backends"]}
-    backends = [new.pop(b.get("label"), b) for b in previous.get("backends") or []] + list(new.values())
-    members = list(dict.fromkeys([*(previous.get("members") or []), *current["members"]]))
-    heldout = sorted({*(previous.get("heldout") or []), *(current.get("heldout") or [])})
-    return {**current, "backends": backends, "members": members, **({"heldout": heldout} if heldout else {})}
+def merge_run_json(previous: Mapping[str, Any], current: Mapping[str, Any]) -> RunRecord:
+    """run.json after a run into a folder earlier runs wrote to (`RunRecord.merged`)."""
+    as_record = lambda r: r if isinstance(r, RunRecord) else RunRecord.from_json(dict(r), RUN_JSON)  # noqa: E731
+    return as_record(previous).merged(as_record(current))
 
 
 def read_summary(run_dir: str | Path) -> dict[str, Any] | None:
@@ -457,13 +466,14 @@ class Scored:
     def status(self) -> str:
         return status_of(self.data)
 
-    def score(self) -> dict[str, Any]:
-        return self.data
+    def score(self) -> ScoreRecord:
+        """score.json (or, without one, the error `scan` made of its extraction)."""
+        return ScoreRecord.from_json(self.data, self.home / SCORE)
 
-    def extraction(self) -> dict[str, Any]:
+    def extraction(self) -> ExtractionRecord:
         return read_extraction(self.home)
 
-    def run_json(self) -> dict[str, Any]:
+    def run_json(self) -> RunRecord:
         return read_run_json(self.run_dir)
 
     @property
@@ -471,9 +481,10 @@ class Scored:
         """Whether this result has samples beyond sample 0 (``--samples K``, K > 1)."""
         return (self.home / SAMPLES).is_dir()
 
-    def samples(self) -> list[dict[str, Any]]:
+    def samples(self) -> list[ScoreRecord]:
         """Each sample's score.json (`read_sample_scores`): [this score.json] without samples."""
-        return read_sample_scores(self.home, self.data) if self.sampled else [{**self.data, "sample": 0}]
+        return (read_sample_scores(self.home, self.data) if self.sampled
+                else [ScoreRecord.from_json({**self.data, "sample": 0}, self.home / SCORE)])
 
     def as_headline(self) -> "Scored":
         """This result as its samples' headline under --samples K > 1 (`samples.headline`: the mean over the
@@ -481,13 +492,13 @@ class Scored:
         if not self.sampled:
             return self
 
-        return replace(self, data=headline(self.samples()))
+        return replace(self, data=headline(self.samples()).to_json())
 
     def started(self, run_json: Mapping[str, Any]) -> str | None:
         """When this backend's run started: its own entry in run.json (one folder can hold the backends
         of several runs), else the run's."""
-        mine = [b for b in run_json.get("backends") or [] if isinstance(b, dict) and b.get("label") == self.backend]
-        return (mine[0] if mine else {}).get("started") or run_json.get("started")
+        record = run_json if isinstance(run_json, RunRecord) else RunRecord.from_json(dict(run_json), self.run_dir / RUN_JSON)
+        return record.started_for(self.backend)
 
 
 def _read_dict(path: Path) -> dict[str, Any] | None:
@@ -546,5 +557,5 @@ def task_results(run_dir: str | Path, task: str) -> list[Scored]:
     base = task_dir(run_dir, task)
     if not base.is_dir():
         return []
-    reference = _read_dict(Path(run_dir) / RUN_JSON) or {}
-    return [s for s in scan(base, status=None, unscored=True) if s.backend != reference.get("reference")]
+    reference = RunRecord(_read_dict(Path(run_dir) / RUN_JSON) or {}).reference
+    return [s for s in scan(base, status=None, unscored=True) if s.backend != reference]

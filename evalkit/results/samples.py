@@ -1,7 +1,7 @@
 """Repeated samples (``--samples K``): K independent extractions of each member × backend, and what they say.
 
-Pure functions over the samples' score.json data (`runfolder.read_sample_scores`: one dict per sample, in
-sample order, each with ``sample``, ``status``, ``score``, ``passed``, ``items``):
+Pure functions over the samples' score.json records (`runfolder.read_sample_scores`: one `ScoreRecord` per
+sample, in sample order, each with its ``sample``; a plain mapping is taken as the record it holds):
 
 * `member_figures`: one member × backend's spread — ``k`` samples, ``k_scored`` of them scored, the
   ``mean`` and ``sd`` (sample SD, n − 1) of their scores, ``pass_at_k`` (any scored sample PASS) and
@@ -21,11 +21,12 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from evalkit.results.records import ScoreRecord
 from evalkit.scoring.stats import as_number
-from evalkit.status import SCORED, status_of
+from evalkit.status import SCORED
 
 __all__ = ["headline", "member_figures", "item_agreement", "scored_tables", "unstable", "backend_figures", "item_id", "ABSENT", "IDENTITY"]
 
@@ -34,8 +35,12 @@ ABSENT = "absent"  # the outcome of an item a sample's table does not have (e.g.
 IDENTITY = ("field", "axis", "family", "key", "path", "name", "item", "row", "column")
 
 
-def _scored(samples: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return [s for s in samples if status_of(s) == SCORED and as_number(s.get("score")) is not None]
+def _records(samples: Sequence[Mapping[str, Any]]) -> list[ScoreRecord]:
+    return [s if isinstance(s, ScoreRecord) else ScoreRecord.from_json(dict(s)) for s in samples]
+
+
+def _scored(samples: Sequence[Mapping[str, Any]]) -> list[ScoreRecord]:
+    return [s for s in _records(samples) if s.status == SCORED and as_number(s.score) is not None]
 
 
 def sd(xs: Sequence[float]) -> float | None:
@@ -48,15 +53,16 @@ def sd(xs: Sequence[float]) -> float | None:
 
 def member_figures(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """One member × backend's samples (see module docstring); `samples` in sample order."""
+    samples = _records(samples)
     scored = _scored(samples)
-    xs = [float(as_number(s["score"])) for s in scored]  # type: ignore[arg-type]
-    verdicts = [s.get("passed") for s in scored if s.get("passed") is not None]
-    errors = Counter(str(s.get("cause") or "") for s in samples if status_of(s) != SCORED)
+    xs = [float(as_number(s.score)) for s in scored]  # type: ignore[arg-type]
+    verdicts = [s.passed for s in scored if s.passed is not None]
+    errors = Counter(str(s.cause or "") for s in samples if s.status != SCORED)
     items = item_agreement(scored_tables(samples))
     return {
         "k": len(samples), "k_scored": len(scored),
-        "scores": [as_number(s.get("score")) if status_of(s) == SCORED else None for s in samples],
-        "passed": [s.get("passed") if status_of(s) == SCORED else None for s in samples],
+        "scores": [as_number(s.score) if s.status == SCORED else None for s in samples],
+        "passed": [s.passed if s.status == SCORED else None for s in samples],
         "mean": sum(xs) / len(xs) if xs else None, "sd": sd(xs),
         "pass_at_k": any(verdicts) if verdicts else None,
         "pass_hat_k": all(verdicts) if verdicts else None,
@@ -103,7 +109,7 @@ def item_agreement(tables: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[s
 
 def scored_tables(samples: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
     """The item tables of the scored samples (an errored sample has none: it is left out)."""
-    return [list(s.get("items") or []) for s in _scored(samples)]
+    return [list(s.rows) for s in _scored(samples)]
 
 
 def unstable(tables_of: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]], limit: int | None = None
@@ -154,22 +160,25 @@ def backend_figures(members: Sequence[Sequence[Mapping[str, Any]]]) -> dict[str,
     }
 
 
-def headline(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def headline(samples: Sequence[Mapping[str, Any]]) -> ScoreRecord:
     """A member × backend's result under --samples K > 1, read as one score.json (its samples' data, in sample
     order): the **headline score is the mean over the scored samples** and the verdict pass^k (every scored
     sample PASS), sample 0's metrics and items (the first scored sample's, if sample 0 errored), with a note
     on the spread first. Every sample errored: the first sample's error."""
+    samples = _records(samples)
     f = member_figures(samples)
     if not f["k_scored"]:
-        return dict(samples[0])
-    first = next(s for s in samples if status_of(s) == SCORED and as_number(s.get("score")) is not None)
+        return samples[0]
+    first = _scored(samples)[0]
     spread = "" if f["sd"] is None else f", SD {f['sd']:.3f}"
-    errored = [f"sample {s.get('sample', i)} ({s.get('cause')})" for i, s in enumerate(samples) if status_of(s) != SCORED]
+    errored = [f"sample {i if s.sample is None else s.sample} ({s.cause})" for i, s in enumerate(samples)
+               if s.status != SCORED]
     note = (f"samples: {f['k_scored']} of {f['k']} scored, mean {f['mean']:.3f}{spread}; pass@k "
             f"{_yes(f['pass_at_k'])}, pass^k {_yes(f['pass_hat_k'])}"
             + (f"; errored: {', '.join(errored)}" if errored else ""))
-    return {**first, "score": f["mean"], "passed": f["pass_hat_k"], "metrics": mean_metrics(_scored(samples)),
-            "notes": [note, *(first.get("notes") or [])], "samples": _block(f)}
+    return ScoreRecord({**first.data, "score": f["mean"], "passed": f["pass_hat_k"],
+                        "metrics": mean_metrics([s.metrics for s in _scored(samples)]), "notes": [note, *first.notes],
+                        "samples": _block(f)})
 
 
 def _block(f: Mapping[str, Any]) -> dict[str, Any]:
@@ -177,16 +186,16 @@ def _block(f: Mapping[str, Any]) -> dict[str, Any]:
     return {k: f[k] for k in ("k", "k_scored", "mean", "sd", "pass_at_k", "pass_hat_k", "agreement", "scores")}
 
 
-def mean_metrics(scored: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Each metric over the scored samples: the mean of a numeric one (over the samples that have it), the
-    first sample's value of any other (a label, a list)."""
+def mean_metrics(metrics: Iterable[Mapping[str, Any] | None]) -> dict[str, Any]:
+    """Each metric over several results' `metrics` (the scored samples', say): the mean of a numeric one (over
+    the results that have it), the first one's value of any other (a label, a list)."""
+    metrics = [m or {} for m in metrics]
     out: dict[str, Any] = {}
-    for s in scored:
-        for name, v in (s.get("metrics") or {}).items():
+    for m in metrics:
+        for name, v in m.items():
             out.setdefault(name, v)
     for name in out:
-        xs = [x for s in scored if (x := as_number((s.get("metrics") or {}).get(name))) is not None
-              and not isinstance((s.get("metrics") or {}).get(name), bool)]
+        xs = [x for m in metrics if (x := as_number(m.get(name))) is not None and not isinstance(m.get(name), bool)]
         if xs:
             out[name] = sum(xs) / len(xs)
     return out

@@ -40,6 +40,7 @@ from typing import Any
 from evalkit.backends.base import Completion
 from evalkit.results import runfolder
 from evalkit.results.calls import call_figures
+from evalkit.results.records import RunRecord
 from evalkit.results.samples import backend_figures
 from evalkit.scoring.stats import SEED, as_number, mean, mean_ci, micro_f1, micro_f1_ci, sub_seed
 from evalkit.status import NOT_COVERED, OK, REFUSED, SCORED, SKIPPED, count, row_of
@@ -127,18 +128,19 @@ def _sampled(results: list[Any]) -> tuple[list[Any], dict[Any, list[dict[str, An
 
 
 def summarize(results: Iterable[Any], run_json: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """summary.json for `results` (`runfolder.Scored`, every status) and the run's run.json."""
-    run_json = run_json or {}
-    reference = run_json.get("reference")  # --reference: its records are the truth of the others, never scored
+    """summary.json for `results` (`runfolder.Scored`, every status) and the run's run.json (a `RunRecord`, or
+    a sweep's members' run.json merged)."""
+    run = run_json if isinstance(run_json, RunRecord) else RunRecord.from_json(dict(run_json or {}), runfolder.RUN_JSON)
+    reference = run.reference  # --reference: its records are the truth of the others, never scored
     results, samples_of = _sampled([r for r in results if r.backend != reference])
-    order = [b.get("label") for b in run_json.get("backends") or [] if isinstance(b, dict) and b.get("label") != reference]
-    heldout = set(run_json.get("heldout") or [])
+    order = [b.label for b in run.backends if b.label != reference]
+    heldout = set(run.heldout)
     members_of: dict[str, list[str]] = {}
-    for key in run_json.get("members") or []:
+    for key in run.members:
         task, _, member = str(key).partition("/")
         members_of.setdefault(task, []).append(member)
     skipped_of: dict[str, list[dict[str, Any]]] = {}
-    for s in run_json.get("skipped") or []:
+    for s in run.skipped:
         task, _, member = str(s.get("member")).partition("/")
         if s.get("status") in (SKIPPED, REFUSED):  # a not-covered member is per backend: not a skip of the task
             skipped_of.setdefault(task, []).append({"member": member, "status": s.get("status"),
@@ -151,8 +153,8 @@ def summarize(results: Iterable[Any], run_json: Mapping[str, Any] | None = None)
         if not backends:  # every member skipped: each backend of the run skipped them
             backends = [b for b in order if b]
         members = sorted({*members_of.get(task, []), *(r.member for r in mine)})
-        headline = next((str((r.data.get("details") or {}).get("headline")) for r in mine
-                         if r.status == SCORED and (r.data.get("details") or {}).get("headline")), "score")
+        headline = next((str(r.score().details["headline"]) for r in mine
+                         if r.status == SCORED and r.score().details.get("headline")), "score")
         skipped = sorted(skipped_of.get(task, []), key=lambda s: s["member"])
         tasks[task] = {
             "headline": headline,
@@ -163,11 +165,11 @@ def summarize(results: Iterable[Any], run_json: Mapping[str, Any] | None = None)
         }
     # The run's time and command stay in run.json: the same results give the same summary.json bytes.
     return {
-        "corpus": (run_json.get("parameters") or {}).get("corpus"),
+        "corpus": run.corpus,
         "reference": reference,
-        "evalkit_version": run_json.get("evalkit_version"),
+        "evalkit_version": run.evalkit_version,
         "backends": [{k: b.get(k) for k in ("label", "spec", "model", "cassette_sha256") if b.get(k) is not None}
-                     for b in run_json.get("backends") or [] if isinstance(b, dict)],
+                     for b in run.backends],
         "tasks": tasks,
     }
 
@@ -194,14 +196,15 @@ def write_sweep_summary(sweep_dir: str | Path, run_dirs: Iterable[str | Path]) -
         if not (run_dir / runfolder.RUN_JSON).is_file():
             continue  # a member that crashed before its run began: the sweep lists it as failed
         run_json = runfolder.read_run_json(run_dir)
-        merged.setdefault("parameters", run_json.get("parameters"))
-        merged.setdefault("evalkit_version", run_json.get("evalkit_version"))
-        for b in run_json.get("backends") or []:
-            if isinstance(b, dict) and b.get("label") not in labels:
-                labels.add(b.get("label"))
-                merged["backends"].append(b)
-        for key in ("members", "skipped", "heldout"):
-            merged[key] += run_json.get(key) or []
+        merged.setdefault("parameters", run_json.parameters)
+        merged.setdefault("evalkit_version", run_json.evalkit_version)
+        for b in run_json.backends:
+            if b.label not in labels:
+                labels.add(b.label)
+                merged["backends"].append(b.to_json())
+        merged["members"] += run_json.members
+        merged["skipped"] += run_json.skipped
+        merged["heldout"] += sorted(run_json.heldout)
     data = summarize(results, merged)
     runfolder.write_summary(sweep_dir, data)
     return data

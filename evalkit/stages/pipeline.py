@@ -29,9 +29,10 @@ from evalkit.corpus.specs import Settings
 from evalkit.corpus.tasks import DEFAULT_CORPUS, Member, Task, find_task, sources_dir
 from evalkit.errors import EvalkitError
 from evalkit.results import runfolder
+from evalkit.results.records import ExtractionRecord
 from evalkit.scoring import ScoreContext, ScoreResult
 from evalkit.scoring.ontology import Ontology, inject
-from evalkit.status import REFERENCE_FAILED, SCORING_CRASH, Failed, extraction_status, failure_of
+from evalkit.status import REFERENCE_FAILED, SCORING_CRASH, Failed, extraction_status
 
 SCHEMA_INVALID = "schema_invalid"  # the parse outcome of a record that breaks the task's output schema
 
@@ -80,10 +81,9 @@ def request_sha(request: Request) -> str:
     return canonical_sha(what | ({"input": input_key} if input_key else {}))
 
 
-def is_current(extraction: dict[str, Any], request: Request, spec: str) -> bool:
+def is_current(extraction: ExtractionRecord, request: Request, spec: str) -> bool:
     """Whether an extraction.json answers `request` with the backend `spec` (so it need not be made again)."""
-    return (extraction.get("request_sha256") == request_sha(request)
-            and (extraction.get("backend") or {}).get("spec") == spec)
+    return extraction.request_sha256 == request_sha(request) and extraction.backend.spec == spec
 
 
 def backend_context(members: list[Member], sources: Path | None,
@@ -161,7 +161,7 @@ def locate(task_id: str, member_id: str, corpus: str | Path | None) -> Member:
 
 
 def extract_member(task: str, member: str, backend: BackendSpec, corpus: str | Path | None = None,
-                   sources: str | Path | None = None, out: str | Path = ".") -> dict[str, Any]:
+                   sources: str | Path | None = None, out: str | Path = ".") -> ExtractionRecord:
     """Extraction for one member and backend; reuses ``out/extraction.json`` when current.
 
     The harness fills extraction.json for many members in one concurrent pool
@@ -175,12 +175,12 @@ def extract_member(task: str, member: str, backend: BackendSpec, corpus: str | P
     ontology = None
     if (Path(out) / runfolder.EXTRACTION).exists():
         existing = runfolder.read_extraction(out)
-        settings = (existing.get("run") or {}).get("settings")  # None: recorded before settings were
+        settings = existing.run.settings  # None: recorded before settings were
         settings = None if settings is None else Settings.model_validate(settings)
-        if existing.get("ontology"):  # extracted under --ontology: its prompt carried the vocabulary
+        if existing.ontology:  # extracted under --ontology: its prompt carried the vocabulary
             from evalkit.scoring.ontology import Ontology
 
-            ontology = Ontology.from_json(existing["ontology"])
+            ontology = Ontology.from_json(existing.ontology)
         if ontology is not None or settings is not None:  # render what the run sent (--ontology, --set)
             request = render_request(m.task, m, document, ontology, settings)
         if is_current(existing, request, backend.spec):
@@ -195,9 +195,7 @@ def extract_member(task: str, member: str, backend: BackendSpec, corpus: str | P
         finally:
             await b.aclose()
 
-    data = extraction_record(m, b, request, run_sync(once()), ontology)
-    runfolder.write_extraction(out, data)
-    return data
+    return runfolder.write_extraction(out, extraction_record(m, b, request, run_sync(once()), ontology))
 
 
 def member_request(task: str, member: str, corpus: str | Path | None = None, sources: str | Path | None = None,
@@ -209,10 +207,9 @@ def member_request(task: str, member: str, corpus: str | Path | None = None, sou
     ontology = settings = None
     if (Path(out) / runfolder.EXTRACTION).exists():
         existing = runfolder.read_extraction(out)
-        recorded = existing.get("ontology")
-        if recorded:
-            ontology = Ontology.from_json(recorded)
-        sent = (existing.get("run") or {}).get("settings")  # --set input=..., say: the parts it was sent
+        if existing.ontology:
+            ontology = Ontology.from_json(existing.ontology)
+        sent = existing.run.settings  # --set input=..., say: the parts it was sent
         settings = None if sent is None else Settings.model_validate(sent)
     return document, render_request(m.task, m, document, ontology, settings)
 
@@ -253,27 +250,27 @@ def reference_truth(member: Member, home: str | Path, label: str) -> Any:
         extraction = runfolder.read_extraction(home)
     except Exception as e:  # noqa: BLE001 - missing or unreadable: this member cannot be compared
         return Failed(REFERENCE_FAILED, f"the reference {label!r} has no extraction of {member.key}: {e}")
-    failed = failure_of(extraction)
+    failed = extraction.failure
     if failed is not None:
         return Failed(REFERENCE_FAILED, f"the reference {label!r} failed on {member.key} ({failed})")
     make = member.task.scorer.truth_from_record
     if make is None:
         return Failed(REFERENCE_FAILED, f"scorer {member.task.scorer.name!r} cannot take a record as truth")
     try:
-        return make(extraction.get("record"), member.task.options)
+        return make(extraction.record, member.task.options)
     except Exception as e:  # noqa: BLE001 - the reference's answer does not fit the truth's shape
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         return Failed(REFERENCE_FAILED, f"the reference {label!r}'s record of {member.key} is not a usable truth: "
                                         f"{first}")
 
 
-def score_extraction(member: Member, extraction: dict[str, Any], home: str | Path, document: Document,
+def score_extraction(member: Member, extraction: ExtractionRecord, home: str | Path, document: Document,
                      sources: Path | None, threshold: float | None = None, truth: Any = None) -> ScoreResult | Failed:
     """The score of one extraction.json, or why there is none: the extraction's own failure, the reference's
     (`truth` a `Failed`), or the scorer's crash (a bug in one scorer fails that member only; evalkit's own
     errors propagate). `home`: the member's run folder, where the judge's verdicts are read from; `truth`:
     what to score against instead of the member's own truth (``--reference``)."""
-    failed = failure_of(extraction)
+    failed = extraction.failure
     if failed is not None:
         return failed
     if isinstance(truth, Failed):
@@ -281,12 +278,13 @@ def score_extraction(member: Member, extraction: dict[str, Any], home: str | Pat
 
     console()  # the scorer is the task's own code: what it prints is scrubbed on its way out
     try:
-        result = score_record(member, extraction.get("record"), document, sources, threshold,
-                              judgments=runfolder.read_judgments(home, extraction),
-                              ontology=extraction.get("ontology"), truth=truth)
-        run = extraction.get("run") or {}
-        result = mark_violations(result, run.get("schema_violations") or [])
-        if (extraction.get("backend") or {}).get("model") == FakeBackend.model and truth is None:
+        judged = runfolder.read_judgments(home, extraction)  # a scorer gets the file's JSON, as it always did
+        result = score_record(member, extraction.record, document, sources, threshold,
+                              judgments=None if judged is None else judged.to_json(),
+                              ontology=extraction.ontology, truth=truth)
+        run = extraction.run
+        result = mark_violations(result, run.schema_violations)
+        if extraction.backend.model == FakeBackend.model and truth is None:
             line, _ = self_test_check(member, result)  # the self-test: say why it is not 100% PASS
             result.notes[:0] = [line] if line else []
         result = apply_verdict_policy(result, run, member.task.spec.verdict)

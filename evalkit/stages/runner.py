@@ -796,7 +796,7 @@ def _reusable(home: Path, request: Any, spec: str, failed_too: bool = False) -> 
         extraction = runfolder.read_extraction(home) if (home / runfolder.EXTRACTION).is_file() else None
     except CorpusError:
         return False
-    return (isinstance(extraction, dict) and is_current(extraction, request, spec)
+    return (extraction is not None and is_current(extraction, request, spec)
             and (failed_too or failure_of(extraction) is None))
 
 

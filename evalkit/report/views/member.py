@@ -22,6 +22,7 @@ import IPython.display
 import pandas as pd
 
 from evalkit.report.views.base import _get, _is_null, fmt, items_frame, para, table
+from evalkit.results.records import ExtractionRecord
 
 NOT_IN_SOURCE = {"hallucinated"}  # the scorer's verdict: the value is not in the document
 MIN_CHARS = 2  # shorter text (a lone digit or letter) would be found everywhere
@@ -227,14 +228,14 @@ def pages(request: Any) -> None:
         para(caption)
 
 
-def response(extraction: Mapping[str, Any]) -> None:
+def response(extraction: ExtractionRecord) -> None:
     """The raw response as the backend returned it (redacted) and how it parsed."""
-    run = extraction.get("run") or {}
-    parse = run.get("parse") or ("error" if run.get("error") else None)
+    run = extraction.run
+    parse = run.parse or ("error" if run.error else None)
     para(f"parse: {parse or '—'}" + (f" — {PARSE[parse]}" if parse in PARSE else "")
-         + ("; replayed from a cassette (the recorded response)" if run.get("replayed") else ""))
-    raw = extraction.get("raw")
+         + ("; replayed from a cassette (the recorded response)" if run.replayed else ""))
+    raw = extraction.raw
     if raw:
         _show(f'<div class="ek-doc"><pre>{html.escape(str(raw), quote=False)}</pre></div>', str(raw))
     else:
-        print("(no response text)" + (f": {run.get('error')}" if run.get("error") else ""))
+        print("(no response text)" + (f": {run.error}" if run.error else ""))

@@ -12,48 +12,47 @@ from evalkit.report import frames
 from evalkit.report.frames import mean_field_accuracy
 from evalkit.report.views import charts, fields, generic, graph, samples, tree
 from evalkit.report.views.base import _get, heading, items_frame, kv, para, table, verdict
-from evalkit.status import ERROR, OK, count, failure_of
+from evalkit.results.records import ExtractionRecord
+from evalkit.status import ERROR, OK, count
 
 # --------------------------------------------------------------------------- extract page
 
-def run_block(extraction: Mapping[str, Any]) -> None:
+def run_block(extraction: ExtractionRecord) -> None:
     """Who answered and what it cost: backend, model, parse outcome, tokens, usd, latency."""
-    run = extraction.get("run") or {}
-    backend = extraction.get("backend") or {}
+    run, backend = extraction.run, extraction.backend
     # A replayed call made no live call (its `calls` is 0): say so, and that its figures are the recording's.
-    recorded = " (recorded)" if run.get("replayed") else ""
+    recorded = " (recorded)" if run.replayed else ""
     rows = {
-        "member": extraction.get("member"),
-        "backend": backend.get("label"),
-        "model": backend.get("model"),
-        "parse": run.get("parse"),
+        "member": extraction.member,
+        "backend": backend.label,
+        "model": backend.model,
+        "parse": run.parse,
         # schema_invalid: where the record breaks the task's output schema (each row's `schema` column says how)
-        "schema violations": ", ".join(dict.fromkeys(v["path"] for v in run["schema_violations"]))
-        if run.get("schema_violations") else None,
-        f"input tokens{recorded}": run.get("input_tokens"),
-        f"output tokens{recorded}": run.get("output_tokens"),
-        "usd": run.get("usd"),
-        f"latency s{recorded}": run.get("latency_s"),
-        "call": "replayed from the cassette" if run.get("replayed") else run.get("calls"),
-        "finish reason": run.get("finish_reason"),
-        "truncated": run.get("truncated"),
-        "error": run.get("error"),
+        "schema violations": ", ".join(dict.fromkeys(v["path"] for v in run.schema_violations))
+        if run.schema_violations else None,
+        f"input tokens{recorded}": run.input_tokens,
+        f"output tokens{recorded}": run.output_tokens,
+        "usd": run.usd,
+        f"latency s{recorded}": run.latency_s,
+        "call": "replayed from the cassette" if run.replayed else run.calls,
+        "finish reason": run.finish_reason,
+        "truncated": run.truncated,
+        "error": run.error,
     }
-    failed = failure_of(extraction)
+    failed = extraction.failure
     if failed is not None:  # no answer to score: say why, first
         rows = {"status": f"ERROR ({failed.cause})", **rows}
     kv(rows, "run", "value")
 
 
-def record(extraction: Mapping[str, Any]) -> None:
+def record(extraction: ExtractionRecord) -> None:
     """The extracted record, one row per top-level field; the raw text when nothing parsed."""
-    rec = extraction.get("record")
+    rec = extraction.record
     if isinstance(rec, Mapping):
         table([{"field": k, "value": v} for k, v in rec.items()], max_chars=1000, empty="(empty record)")
         return
-    run = extraction.get("run") or {}
-    print(f"no record (parse: {run.get('parse')}; error: {run.get('error')})")
-    raw = extraction.get("raw")
+    print(f"no record (parse: {extraction.run.parse}; error: {extraction.run.error})")
+    raw = extraction.raw
     if raw:
         print("raw output:")
         print(raw)

@@ -13,7 +13,6 @@ from evalkit.report import frames
 from evalkit.report.views import charts
 from evalkit.report.views.base import _get, figure, heading, para, table
 from evalkit.results.samples import member_figures
-from evalkit.status import status_of
 
 STRIP_ROWS = 40  # members × backends in the spread strip: the most spread ones beyond this (the chart stays legible)
 UNSTABLE_ROWS = 50  # rows of the instability list
@@ -87,13 +86,9 @@ def member_samples(result: Any) -> None:
     print(f"samples: {f['k_scored']} of {f['k']} scored · mean {figure(f['mean'])} · SD {figure(f['sd'])} · "
           f"pass@k {_verdict(f['pass_at_k'])} · pass^k {_verdict(f['pass_hat_k'])} · agreement "
           f"{figure(f['agreement'])} (this page shows sample 0)")
-    table([{"sample": s.get("sample", i), "score": figure(s.get("score")), "verdict": frames.verdict(
-        s.get("passed"), _report_status(s)), "cause": s.get("cause"), "parse": (s.get("run") or {}).get("parse")}
-        for i, s in enumerate(samples)])
-
-
-def _report_status(data: Any) -> str:
-    return status_of(data)
+    table([{"sample": i if s.sample is None else s.sample, "score": figure(s.score),
+            "verdict": frames.verdict(s.passed, s.status), "cause": s.cause, "parse": s.run.parse}
+           for i, s in enumerate(samples)])  # `runfolder.read_sample_scores`: score records
 
 
 def _verdict(v: Any) -> str:
