@@ -294,9 +294,10 @@ def check(opts: Any, *, run_dir: Any = None, board: Any = None, band_file: Any =
     from evalkit.board.sweep import sweep
     from evalkit.corpus.tasks import heldout_keys
     from evalkit.results.band import band_path, collect, load_band
-    from evalkit.results.runfolder import read_summary, scan
+    from evalkit.results.runfolder import scan
     from evalkit.results.scoreboard import ScoreboardError, board_path, entries_by_task, load_board
     from evalkit.results.scoreboard import update_scoreboard as update
+    from evalkit.results.summary import read_summary
     from evalkit.status import ERROR, failure_of
 
     just = dict(justifications or {})
@@ -325,9 +326,8 @@ def check(opts: Any, *, run_dir: Any = None, board: Any = None, band_file: Any =
                 for t, d in entries_by_task(standing_board, tasks).items()}
     heldout = heldout_keys(opts.corpus, tasks)
     cmp = compare(standing, new, band, seed=seed, justifications=just, errors=errors, heldout=heldout)
-    ran = {s.backend for s in scan(run_dir, status=None, unscored=True)} | {
-        b.get("backend") for t in ((read_summary(run_dir) or {}).get("tasks") or {}).values()
-        for b in t.get("backends") or []}  # a backend whose every member was not covered has no result folder
+    summary = read_summary(run_dir)  # a backend whose every member was not covered has no result folder
+    ran = {s.backend for s in scan(run_dir, status=None, unscored=True)} | (summary.labels() if summary else set())
     covered = coverage(standing, new, errors, ran, heldout)
     if not cmp.compared:
         raise ScoreboardError(f"{run_dir}: nothing to compare with {board_file} (no task × backend × member in both)"
