@@ -41,6 +41,7 @@ from evalkit.corpus.tasks import HELDOUT, TUNED, group_of
 from evalkit.results.band import (  # the band file records which metrics are gated
     FLOOR,
     HIGHER_IS_BETTER,
+    Band,
     direction,
     is_gated,
 )
@@ -104,20 +105,20 @@ class Comparison:
         return len(self.changes)
 
 
-def band_for(band: Mapping[str, Any] | None, task: str, metric: str, group: str = TUNED) -> tuple[float, str]:
+def band_for(band: Band | None, task: str, metric: str, group: str = TUNED) -> tuple[float, str]:
     """The band of a task's metric for the tuned members, or the held-out ones (their own block when
     band.json has one, else the tuned members')."""
-    block = ((band or {}).get("tasks") or {}).get(task) or {}
-    entry = (block.get("heldout") or {}).get("metrics", {}).get(metric) if group == HELDOUT else None
-    entry = entry or block.get("metrics", {}).get(metric)
-    if entry and entry.get("band") is not None:
-        return max(float(entry["band"]), FLOOR), "band.json"
+    if band is None:
+        return FLOOR, "floor"
+    entry = (band.metric(task, metric, HELDOUT) if group == HELDOUT else None) or band.metric(task, metric)
+    if entry is not None and entry.band is not None:
+        return max(float(entry.band), FLOOR), "band.json"
     return FLOOR, "floor"
 
 
 def compare(standing: Mapping[str, Mapping[str, Mapping[str, Any]]],
             new: Mapping[str, Mapping[str, Mapping[str, Mapping[str, Any]]]],
-            band: Mapping[str, Any] | None, *, seed: int = SEED,
+            band: Band | None, *, seed: int = SEED,
             justifications: Mapping[str, str] | None = None,
             errors: Mapping[str, Mapping[str, Mapping[str, str]]] | None = None,
             heldout: Iterable[str] = ()) -> Comparison:
@@ -293,9 +294,9 @@ def check(opts: Any, *, run_dir: Any = None, board: Any = None, band_file: Any =
 
     from evalkit.board.sweep import sweep
     from evalkit.corpus.tasks import heldout_keys
-    from evalkit.results.band import band_path, collect, load_band
+    from evalkit.results.band import band_path, collect, read_band
     from evalkit.results.runfolder import scan
-    from evalkit.results.scoreboard import ScoreboardError, board_path, entries_by_task, load_board
+    from evalkit.results.scoreboard import ScoreboardError, board_path, read_board
     from evalkit.results.scoreboard import update_scoreboard as update
     from evalkit.results.summary import read_summary
     from evalkit.status import ERROR, failure_of
@@ -303,9 +304,9 @@ def check(opts: Any, *, run_dir: Any = None, board: Any = None, band_file: Any =
     just = dict(justifications or {})
     tasks, only = opts.tasks, opts.only
     board_file = Path(board or board_path(opts.corpus))
-    standing_board = load_board(board_file, must_exist=True)
+    standing_board = read_board(board_file, must_exist=True)
     band_at = Path(band_file or band_path(opts.corpus))
-    band = load_band(band_at, must_exist=band_file is not None)
+    band = read_band(band_at, must_exist=band_file is not None)
     result, sweep_code = None, 0
     if run_dir is None:
         result = sweep(replace(opts, force=True, board=None))
@@ -322,8 +323,8 @@ def check(opts: Any, *, run_dir: Any = None, board: Any = None, band_file: Any =
     for s in scan(run_dir, status=ERROR):
         if (not tasks or s.task in tasks) and keep(s.task, s.member):
             errors.setdefault(s.task, {}).setdefault(s.backend, {})[s.member] = str(failure_of(s.score()))
-    standing = {t: {b: {m: e.get("metrics") or {} for m, e in per.items() if keep(t, m)} for b, per in d.items()}
-                for t, d in entries_by_task(standing_board, tasks).items()}
+    standing = {t: {b: {m: e.metrics for m, e in per.items() if keep(t, m)} for b, per in d.items()}
+                for t, d in standing_board.by_task(tasks).items()}
     heldout = heldout_keys(opts.corpus, tasks)
     cmp = compare(standing, new, band, seed=seed, justifications=just, errors=errors, heldout=heldout)
     summary = read_summary(run_dir)  # a backend whose every member was not covered has no result folder
