@@ -10,6 +10,7 @@ import yaml
 from corpus_factory import TASK, add_member, cli, write_yaml
 
 from evalkit.board.publish import render_byom_html
+from evalkit.results.scoreboard import Board
 from evalkit.board.publish import write_byom_report as report_byom
 from evalkit.corpus.sources import SIDECAR
 from evalkit.report import chrome
@@ -182,5 +183,5 @@ def test_html_escapes_everything():
     board = {"schema_version": 1, "tasks": {"t<script>": {"m&1": {"b\"x": {
         "run": {"model": "<img src=x onerror=alert(1)>"}, "metrics": {"score<b>": 0.5}, "passed": True,
         "identity": {"license": "CC0"}, "truth_sha256": "ab" * 32}}}}}
-    html = render_byom_html(board)
+    html = render_byom_html(Board.from_json(board, "byom.json"))
     assert html.count("<script>") == 1 and "<img" not in html and "&lt;img src=x" in html and "t&lt;script&gt;" in html

@@ -107,6 +107,8 @@ class BoardEntry(Record):
     passed: Optional[Bool] = None
     samples: Optional[dict[str, Any]] = None  # only under --samples K > 1
     justifications: Optional[dict[str, dict[str, Any]]] = None  # only when a regression was accepted
+    identity: Optional[dict[str, Any]] = None  # a BYOM board's entry (`evalkit.board.publish`): the member's identity
+    published: Optional[Str] = None  # … and the date it was published
 
     @property
     def score(self) -> Any:
