@@ -17,7 +17,7 @@ from evalkit.board.sweep import MemberResult, SweepFile, _append_members, read_s
 from evalkit.compare import sides as compare
 from evalkit.corpus.tasks import DEFAULT_CORPUS
 from evalkit.results import runfolder
-from evalkit.results.band import Band, BandError, read_band, write_band
+from evalkit.results.band import BandError, read_band, write_band
 from evalkit.results.scoreboard import Board, ScoreboardError, read_board, update_scoreboard, write_board
 from evalkit.results.summary import Summary, read_summary
 from evalkit.stages.runner import Outcome, RunOptions, run
@@ -86,7 +86,7 @@ def test_the_committed_scoreboard_and_band_round_trip_byte_for_byte(tmp_path):
         copy.write_bytes((DEFAULT_CORPUS / name).read_bytes())
         model = read(copy)
         assert type(model).from_json(model.to_json(), "x") == model
-        same_bytes(copy, lambda p: write(p, read(p)))
+        same_bytes(copy, lambda p, read=read, write=write: write(p, read(p)))
 
 
 def test_sweep_sidecar_lines_are_read_as_members(tmp_path):
