@@ -175,3 +175,21 @@ def test_the_compare_calls_table_reads_summary_json_not_a_second_count(swept):
         assert (after["py"]["errors"], after["py"]["error_rate"]) == (3, 1.0)
     finally:
         path.write_bytes(original)
+
+
+def test_the_task_page_shows_the_figures_summary_json_holds(swept, capsys):
+    """The task report computes its per-backend counts and calls with summary.json's own function
+    (`task_summary`), so the page and the file cannot disagree (a backend's error rate 1.0 on one, 0.0 on the
+    other was the bug)."""
+    from evalkit.report.frames import backend_calls, load_scores
+    from evalkit.report.views import report_summary
+    from evalkit.results.summary import task_summary
+
+    _, _, _, mixed = swept
+    page = task_summary(mixed, "memos")
+    assert page == read_summary(mixed).tasks["memos"]
+    py = backend_calls(page).set_index("backend").loc["py"]
+    assert (py.calls, py.errors, py.error_rate) == (3, 1, pytest.approx(1 / 3))
+    members, items = load_scores(mixed, "memos")
+    report_summary(members, items, page)
+    assert "backend py · 3 member run(s) · 0 PASS · 2 FAIL · 1 ERROR (error rate 33%)" in capsys.readouterr().out

@@ -45,7 +45,7 @@ from evalkit.scoring.stats import SEED, as_number, mean, mean_ci, micro_f1, micr
 from evalkit.status import NOT_COVERED, OK, REFUSED, SCORED, SKIPPED, count, row_of
 
 __all__ = ["summarize", "write_summary", "read_summary", "completion_of", "figure", "backend_line", "Summary",
-           "TaskSummary", "BackendEntry", "Figure", "Calls", "Skip", "SCHEMA_VERSION"]
+           "TaskSummary", "BackendEntry", "Figure", "Calls", "Skip", "SCHEMA_VERSION", "task_summary"]
 
 COUNTS = ("tp", "fp", "fn")
 # summary.json's format. The file has no ``schema_version`` key (it never had one, and adding it would change
@@ -176,6 +176,15 @@ def read_summary(run_dir: str | Path) -> Summary | None:
     data = read_json(path)
     check_version(data, SCHEMA_VERSION, path)
     return Summary.from_json(data, path)
+
+
+def task_summary(run_dir: str | Path, task: str) -> TaskSummary:
+    """One task's block of summary.json as `summarize` makes it from the task's results now: what a task page shows
+    (its report notebook runs before the run writes summary.json, so it cannot read the file; it computes the same
+    model with the same function, never counts a second way)."""
+    run_dir = Path(run_dir)
+    data = summarize(runfolder.task_results(run_dir, task), runfolder.read_run_json(run_dir))
+    return Summary.from_json(data, run_dir / runfolder.SUMMARY_JSON).tasks.get(task) or TaskSummary()
 
 
 def _write(run_dir: Path, data: Mapping[str, Any]) -> None:

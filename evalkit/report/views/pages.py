@@ -11,7 +11,8 @@ import pandas as pd
 from evalkit.report import frames as _report
 from evalkit.report.views import charts, fields, generic, graph, samples, tree
 from evalkit.report.views.base import _get, heading, items_frame, kv, para, table, verdict
-from evalkit.status import ERROR, OK, count, failure_of
+from evalkit.results.summary import BackendEntry, TaskSummary
+from evalkit.status import ERROR, OK, failure_of
 
 # --------------------------------------------------------------------------- extract page
 
@@ -107,8 +108,9 @@ def score_page(result: Any, shape: str | None = None) -> None:
 
 # --------------------------------------------------------------------------- report page
 
-def report_summary(members: pd.DataFrame, items: pd.DataFrame) -> None:
-    """One line per backend: members scored, verdicts, mean score (and mean field accuracy for fields)."""
+def report_summary(members: pd.DataFrame, items: pd.DataFrame, summary: TaskSummary) -> None:
+    """One line per backend: members scored, verdicts, errors (the counts and calls of `summary`, the task's
+    summary.json figures: `evalkit.results.summary.task_summary`), mean score (and mean field accuracy for fields)."""
     from evalkit.report.frames import mean_field_accuracy
 
     if members is None or members.empty:
@@ -118,7 +120,9 @@ def report_summary(members: pd.DataFrame, items: pd.DataFrame) -> None:
     fields = _report.item_shape(items) == "fields"
     for backend in backends:
         m = members if backend is None else members[members["backend"].map(str) == backend]
-        c = count(m.to_dict("records"))  # the one counter (`evalkit.status`), as summary.json's
+        c = summary.backend(str(backend)) if backend is not None else next(iter(summary.backends), None)
+        if c is None:  # a backend summary.json has no entry for: nothing was attempted
+            c = BackendEntry(backend=str(backend), members=0, scored=0, passed=0, failed=0, errors=0)
         parts = ([f"backend {backend}"] if len(backends) > 1 else []) + [f"{c.members} member run(s)"]
         parts += [f"{c.passed} PASS", f"{c.failed} FAIL"]
         if c.scored - c.passed - c.failed:
@@ -137,7 +141,7 @@ def report_summary(members: pd.DataFrame, items: pd.DataFrame) -> None:
         print(" · ".join(parts))
     heading("Calls per backend")
     para("One call per member's extraction (replayed calls report their recorded latency and tokens).")
-    table(_report.backend_calls(members))
+    table(_report.backend_calls(summary))
 
 
 def report_page(members: pd.DataFrame, items: pd.DataFrame, shape: str | None = None) -> None:
