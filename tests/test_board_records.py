@@ -193,3 +193,27 @@ def test_the_task_page_shows_the_figures_summary_json_holds(swept, capsys):
     members, items = load_scores(mixed, "memos")
     report_summary(members, items, page)
     assert "backend py · 3 member run(s) · 0 PASS · 2 FAIL · 1 ERROR (error rate 33%)" in capsys.readouterr().out
+
+
+def test_history_lines_round_trip_and_a_wrong_one_names_its_line(swept, tmp_path):
+    from evalkit.results.history import append_history, read_history
+
+    _, _, _, mixed = swept
+    index = tmp_path / "index.jsonl"
+    assert append_history(mixed, index) == 6
+    lines = read_history(index)
+    error = next(x for x in lines if x.status == "error")
+    assert error.backend == "py" and error.cause == "pipeline_exception" and error.score is None
+    assert "".join(jsonio_line(x.to_json()) for x in lines) == index.read_text()  # read → write: the same bytes
+    with open(index, "a", encoding="utf-8") as f:  # what the reader skips: not a history line, or torn
+        f.write('"not a line"\n{"no": "run id"}\n{"run_id": "r", "ta')
+    assert read_history(index) == lines
+    index.write_text(index.read_text() + '\n{"run_id": "r", "score": "high"}\n')
+    with pytest.raises(RecordError, match=rf"{index}:10: score: expected a number, got 'high'"):
+        read_history(index)
+
+
+def jsonio_line(data):
+    from evalkit._util.jsonio import line
+
+    return line(data)

@@ -336,29 +336,28 @@ def run_trend(run_dir: str | Path, task: str, metric: str | None = None,
     before it until there is a trend to show.
     """
     from evalkit.errors import EvalkitError
-    from evalkit.results.history import history_lines, index_path, read_history, run_means
+    from evalkit.results.history import HistoryLine, history_lines, index_path, read_history, run_means
 
     run_dir = Path(run_dir).resolve()
     metric = metric or headline_metric(run_dir, task)
 
-    def usable(line: dict[str, Any]) -> bool:
-        value = (line.get("metrics") or {}).get(metric)
-        return line.get("task") == task and isinstance(value, (int, float)) and not isinstance(value, bool)
+    def usable(line: HistoryLine) -> bool:
+        value = line.metrics.get(metric)
+        return line.task == task and isinstance(value, (int, float)) and not isinstance(value, bool)
 
     try:
         current = [line for line in history_lines(run_dir) if usable(line)]
     except (EvalkitError, OSError, ValueError):
         current = []
-    ids = {line["run_id"] for line in current}
+    ids = {line.run_id for line in current}
     past = [line for line in read_history(index_path(run_dir)) if usable(line)]
-    earlier = len({line.get("run_id") for line in past} - ids)
+    earlier = len({line.run_id for line in past} - ids)
     if earlier < min_runs:
         return None, metric, earlier
-    mine = {(line["run_id"], line["member"], line["backend"]) for line in current}
-    lines = [line for line in past if (line.get("run_id"), line.get("member"), line.get("backend")) not in mine]
-    df = pd.DataFrame([{"task": task, "backend": line.get("backend"), "run_id": line.get("run_id"),
-                        "time": line.get("time"), "member": line.get("member"),
-                        "value": float(line["metrics"][metric])} for line in lines + current])
+    mine = {(line.run_id, line.member, line.backend) for line in current}
+    lines = [line for line in past if (line.run_id, line.member, line.backend) not in mine]
+    df = pd.DataFrame([{"task": task, "backend": line.backend, "run_id": line.run_id, "time": line.time,
+                        "member": line.member, "value": float(line.metrics[metric])} for line in lines + current])
     return run_means(df), metric, earlier
 
 
