@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Iterable
 from evalkit.backends import BackendSpec
 from evalkit.errors import EvalkitError
 from evalkit.report.frames import MEMBER_COLUMNS, load_scores
-from evalkit.results.runfolder import read_run_json, read_summary, scan
+from evalkit.results.runfolder import read_run_json, scan
+from evalkit.results.summary import read_summary
 from evalkit.stages.runner import run as run_with
 from evalkit.stages.runner import run_options
 from evalkit.status import NOT_COVERED, SKIPPED, count, shown
@@ -91,15 +92,16 @@ class RunTables:
 def _unscored_rows(path: str | Path) -> list[dict]:
     """The member × backends a run has no result folder for, from its summary.json: not covered (per
     backend) and skipped or refused (the task's members the gate left out, for each backend)."""
+
     heldout = read_run_json(path).heldout
     rows = []
-    for task, t in ((read_summary(path) or {}).get("tasks") or {}).items():
-        backends = t.get("backends") or []
-        for b in backends:
-            unscored = [(m, NOT_COVERED, NOT_COVERED) for m in b.get("not_covered") or []]
-            unscored += [(s["member"], s.get("status") or SKIPPED, s.get("reason")) for s in b.get("skipped") or []]
-            rows += [{"task": task, "member": m, "backend": b["backend"], "status": status, "cause": cause,
-                      "label": m if len(backends) <= 1 else f"{m} [{b['backend']}]", "verdict": shown(status),
+    summary = read_summary(path)
+    for task, t in (summary.tasks if summary else {}).items():
+        for b in t.backends:
+            unscored = [(m, NOT_COVERED, NOT_COVERED) for m in b.not_covered]
+            unscored += [(s.member, s.status or SKIPPED, s.reason) for s in b.skipped]
+            rows += [{"task": task, "member": m, "backend": b.backend, "status": status, "cause": cause,
+                      "label": m if len(t.backends) <= 1 else f"{m} [{b.backend}]", "verdict": shown(status),
                       "heldout": f"{task}/{m}" in heldout} for m, status, cause in unscored]
     return rows
 

@@ -14,7 +14,7 @@ import pytest
 from corpus_factory import add_member, cli, write_yaml
 
 from evalkit.board.regress import compare, direction
-from evalkit.results.band import README_END, README_START, compute_band, render_markdown
+from evalkit.results.band import README_END, README_START, Band, compute_band, render_markdown
 from evalkit.scoring.stats import mean_ci, sign_flip_p
 
 TASK = {
@@ -194,7 +194,7 @@ def test_mean_ci_is_deterministic():
 def test_compare_pairs_members_and_uses_band():
     standing = {"t": {"b": {"x": {"score": 0.9}, "y": {"score": 0.9}, "gone": {"score": 0.0}}}}
     new = {"t": {"b": {"x": {"score": 0.8}, "y": {"score": 0.85}, "fresh": {"score": 0.0}}}}
-    band = {"tasks": {"t": {"metrics": {"score": {"band": 0.1}}}}}
+    band = Band.from_json({"tasks": {"t": {"metrics": {"score": {"band": 0.1}}}}}, "band.json")
     cmp = compare(standing, new, band)
     (c,) = cmp.changes
     assert c.kind == "within" and c.members == 2 and c.band == 0.1  # drop 0.075 < 0.1

@@ -14,6 +14,8 @@ from test_render import inline, policy, sha256_source, tags
 from evalkit.cli import main
 from evalkit.report import chrome
 from evalkit.report.boardpage import board_changes, previous_board, render_board_html, standings
+from evalkit.results.band import Band
+from evalkit.results.scoreboard import Board
 
 
 def _entry(score: float, passed: bool, run_id: str = "sweep-x", accuracy: float | None = None) -> dict:
@@ -23,11 +25,11 @@ def _entry(score: float, passed: bool, run_id: str = "sweep-x", accuracy: float 
                     "usd": 0.0, "latency_s": 1.5, "replayed": True, "run_id": run_id}}
 
 
-def _board(entries: dict) -> dict:
+def _board(entries: dict) -> Board:
     tasks: dict = {}
     for (task, member, backend), e in entries.items():
         tasks.setdefault(task, {}).setdefault(member, {})[backend] = e
-    return {"schema_version": 1, "tasks": tasks}
+    return Board.from_json({"schema_version": 1, "tasks": tasks}, "scoreboard.json")
 
 
 def _git(cwd: Path, *args: str) -> None:
@@ -86,13 +88,13 @@ def test_report_scoreboard_renders_standings_band_and_changes_since_the_last_com
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     board = corpus / "scoreboard.json"
-    board.write_text(json.dumps(_board({("memos", "a", "gemma"): _entry(0.5, False)})))
+    board.write_text(json.dumps(_board({("memos", "a", "gemma"): _entry(0.5, False)}).to_json()))
     _git(tmp_path, "init", "-q")
     _git(tmp_path, "add", ".")
     _git(tmp_path, "commit", "-qm", "board")
     assert previous_board(board)[0] is None  # never changed: nothing to compare with
     board.write_text(json.dumps(_board({("memos", "a", "gemma"): _entry(0.75, True),
-                                        ("memos", HOSTILE_IMG, HOSTILE_SCRIPT): _entry(0.1, False)})))
+                                        ("memos", HOSTILE_IMG, HOSTILE_SCRIPT): _entry(0.1, False)}).to_json()))
     (corpus / "band.json").write_text(json.dumps({"schema_version": 1, "tasks": {"memos": {"members": 2, "metrics": {
         "field_accuracy": {"band": 0.02, "ci": [0.25, 0.75], "gated": True, "mean": 0.5, "spread": 0.0}}}}}))
     out = tmp_path / "board.html"
@@ -111,10 +113,10 @@ def test_the_board_page_shows_held_out_figures_apart():
     from evalkit.report.boardpage import render_board_html
 
     board = _board({("memos", "a", "gemma"): _entry(0.75, True), ("memos", "b", "gemma"): _entry(0.25, False)})
-    band = {"schema_version": 1, "tasks": {"memos": {
+    band = Band.from_json({"schema_version": 1, "tasks": {"memos": {
         "members": 1, "metrics": {"score": {"band": 0.02, "ci": [0.7, 0.8], "gated": True, "mean": 0.75, "n": 1}},
         "heldout": {"members": 1, "metrics": {"score": {"band": 0.02, "ci": [0.2, 0.3], "gated": True, "mean": 0.25,
-                                                         "n": 1}}}}}}
+                                                         "n": 1}}}}}}, "band.json")
     html = render_board_html(board, band, None, None, heldout={"memos/b"})
     rows = [r for r in html.split("<tr>") if ">score<" in r]
     assert any(">tuned<" in r and "[0.700, 0.800]" in r for r in rows)

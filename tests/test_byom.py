@@ -13,7 +13,7 @@ from evalkit.board.publish import render_byom_html
 from evalkit.board.publish import write_byom_report as report_byom
 from evalkit.corpus.sources import SIDECAR
 from evalkit.report import chrome
-from evalkit.results.scoreboard import load_board
+from evalkit.results.scoreboard import Board, load_board
 
 MARKER = "ZQX-MARKER-7731"
 
@@ -182,7 +182,7 @@ def test_html_escapes_everything():
     board = {"schema_version": 1, "tasks": {"t<script>": {"m&1": {"b\"x": {
         "run": {"model": "<img src=x onerror=alert(1)>"}, "metrics": {"score<b>": 0.5}, "passed": True,
         "identity": {"license": "CC0"}, "truth_sha256": "ab" * 32}}}}}
-    html = render_byom_html(board)
+    html = render_byom_html(Board.from_json(board, "byom.json"))
     assert html.count("<script>") == 1 and "<img" not in html and "&lt;img src=x" in html and "t&lt;script&gt;" in html
 
 

@@ -15,6 +15,7 @@ from corpus_factory import specs
 from evalkit.compare import sides
 from evalkit.corpus.tasks import DEFAULT_CORPUS
 from evalkit.results import runfolder
+from evalkit.results.summary import read_summary
 from evalkit.stages.runner import RunOptions, run
 
 PLANTED = Path(__file__).resolve().parent / "fixtures" / "deal-memos-planted"
@@ -40,7 +41,7 @@ def test_flat_fields_compare_figures_agree_with_summary_json(two_backends):
     assert fields["account_id"]["a"] == 1.0 and fields["account_id"]["b"] == pytest.approx(11 / 12)
     assert fields["account_id"]["ci"][0] < 0 <= fields["account_id"]["ci"][1]
     assert {f["member"] for f in p["flips"]} == {"clean-single-term", "distractor-prose", "multi-condition"}
-    summary = runfolder.read_summary(two_backends)["tasks"]["deal-memos"]
+    summary = read_summary(two_backends).to_json()["tasks"]["deal-memos"]
     fake, planted = summary["backends"]
     assert (fake["backend"], planted["backend"]) == ("fake", "predictions")
     # summary.json reports the held-out member (percent-words) apart, and so do the paired figures
@@ -101,7 +102,7 @@ def test_the_index_opens_with_the_task_by_backend_table(two_backends):
     rows = re.findall(r"<tr><td>deal-memos</td><td>score</td><td>(\w+)</td><td[^>]*>([\d.]+)</td>"
                       r"<td[^>]*>(\[[\d., ]+\])</td><td[^>]*>([\d.]+ \(\d+\))</td><td[^>]*>(\d+/\d+)</td>"
                       r"<td[^>]*>(\d+)</td>", table)
-    summary = runfolder.read_summary(two_backends)["tasks"]["deal-memos"]["backends"]
+    summary = read_summary(two_backends).to_json()["tasks"]["deal-memos"]["backends"]
     assert rows == [(b["backend"], f"{b['score']['mean']:.3f}", f"[{b['score']['ci'][0]:.3f}, {b['score']['ci'][1]:.3f}]",
                      f"{b['heldout']['score']['mean']:.3f} ({b['heldout']['scored']})",
                      f"{b['passed']}/{b['members']}", str(b["errors"])) for b in summary]

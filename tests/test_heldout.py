@@ -11,7 +11,7 @@ from evalkit.board.regress import compare
 from evalkit.board.sweep import sweep
 from evalkit.corpus.tasks import DEFAULT_CORPUS, HELDOUT, TUNED, heldout_keys, load_tasks
 from evalkit.errors import EXIT_FAILED
-from evalkit.results.band import compute_band, render_markdown
+from evalkit.results.band import Band, compute_band, render_markdown
 from evalkit.stages.runner import RunOptions
 
 
@@ -29,14 +29,15 @@ def test_every_bundled_task_has_a_held_out_member():
 def test_check_gates_the_held_out_members_apart_from_the_tuned_ones():
     standing = {"t": {"b": {f"m{i}": {"score": 1.0} for i in range(8)}}}
     new = {"t": {"b": {f"m{i}": {"score": 1.0 if i < 7 else 0.7} for i in range(8)}}}  # the held-out one drops
-    band = {"tasks": {"t": {"metrics": {"score": {"band": 0.05}}}}}
+    band = Band.from_json({"tasks": {"t": {"metrics": {"score": {"band": 0.05}}}}}, "band.json")
     pooled = compare(standing, new, band)
     assert pooled.regressions == []  # diluted over 8 members: a drop of 0.0375, inside the band
     split = compare(standing, new, band, heldout={"t/m7"})
     (reg,) = split.regressions  # judged by the tuned band, as band.json has no held-out block
     assert (reg.group, reg.members, round(reg.new, 3), reg.band) == (HELDOUT, 1, 0.7, 0.05)
     assert "t (held-out) [b] score" in reg.line()
-    own = {"tasks": {"t": {"metrics": {"score": {"band": 0.05}}, "heldout": {"metrics": {"score": {"band": 0.4}}}}}}
+    own = Band.from_json({"tasks": {"t": {"metrics": {"score": {"band": 0.05}},
+                                          "heldout": {"metrics": {"score": {"band": 0.4}}}}}}, "band.json")
     assert compare(standing, new, own, heldout={"t/m7"}).regressions == []  # its own, wider band
     assert [(c.group, c.kind) for c in split.changes] == [(TUNED, "within"), (HELDOUT, "regression")]
 

@@ -30,6 +30,7 @@ from evalkit.compare.power import (
 )
 from evalkit.corpus.tasks import DEFAULT_CORPUS
 from evalkit.errors import EXIT_OK, EXIT_USAGE
+from evalkit.results.band import Band
 from evalkit.stages.runner import RunOptions
 
 
@@ -63,7 +64,7 @@ def test_sd_sources_and_samples():
 
 
 def test_plan_from_band_and_pilot_states_what_is_assumed():
-    band = {"tasks": {"t": {"members": 10, "metrics": {"score": {"member_sd": 0.05, "n": 10}}}}}
+    band = Band.from_json({"tasks": {"t": {"members": 10, "metrics": {"score": {"member_sd": 0.05, "n": 10}}}}}, "band.json")
     p = plan("t", band=band, effect=0.05)
     assert p.n == 10 and p.sd_diff == pytest.approx(0.05 * math.sqrt(2)) and p.mde == pytest.approx(mde(p.sd_diff, 10))
     assert p.needed == members_needed(p.sd_diff, 0.05)
@@ -74,7 +75,7 @@ def test_plan_from_band_and_pilot_states_what_is_assumed():
     assert q.sd_diff == pytest.approx(math.sqrt(2) * sd([0.2, 0.4, 0.9]))
     assert any("ρ" in k for k in q.assumed) and "assumed" in "\n".join(q.lines())
     with pytest.raises(Exception, match="member_sd"):
-        plan("t", band={"tasks": {"t": {"metrics": {"score": {"band": 0.02}}}}})
+        plan("t", band=Band.from_json({"tasks": {"t": {"metrics": {"score": {"band": 0.02}}}}}, "band.json"))
 
 
 def test_plan_command_reads_a_pilot_run(tmp_path):

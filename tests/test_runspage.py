@@ -18,6 +18,7 @@ from test_render import inline, policy, sha256_source, tags
 
 from evalkit.report import chrome
 from evalkit.report.runspage import SHOWN, group_runs, write_runs_page
+from evalkit.results.history import HistoryLine
 from evalkit.stages.runner import RunOptions, run
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -107,17 +108,16 @@ def test_a_foreign_index_is_never_overwritten(tmp_path):
 
 def test_a_run_is_its_latest_outcome_per_member_and_backend_held_out_and_errors_apart():
     def line(run_id, time, member, backend="fake", **kw):
-        return {"run_id": run_id, "time": time, "task": "memos", "member": member, "backend": backend,
-                "status": "scored", **kw}
+        return HistoryLine.from_json({"run_id": run_id, "time": time, "task": "memos", "member": member,
+                                      "backend": backend, "status": "scored", **kw}, "index.jsonl")
 
     rows = group_runs([
         line("r1", "2026-11-01T10:00:00+00:00", "m0", score=0.2, passed=False),
         line("r1", "2026-11-01T11:00:00+00:00", "m0", score=0.8, passed=True),  # the folder run into again
         line("r1", "2026-11-01T10:00:00+00:00", "m1", score=0.6, passed=True),
         line("r1", "2026-11-01T10:00:00+00:00", "m2", score=0.0, passed=False, heldout=True),
-        {**line("r1", "2026-11-01T10:00:00+00:00", "m3"), "status": "error", "cause": "provider_error"},
+        line("r1", "2026-11-01T10:00:00+00:00", "m3", status="error", cause="provider_error"),
         line("r0", "2026-10-01T10:00:00+00:00", "m0", backend="gpt", score=1.0, passed=True),
-        "not a line", {"no": "run id"},
     ])
     assert [r.run_id for r in rows] == ["r1", "r0"]
     r1 = rows[0]

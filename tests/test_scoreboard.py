@@ -115,7 +115,7 @@ def test_twenty_concurrent_writers_lose_no_entry(run20, tmp_path):
     assert sorted(data["tasks"]["memos"]) == sorted(f"m{i}" for i in range(WRITERS))
     assert all(set(v) == {"fake"} for v in data["tasks"]["memos"].values())
     lines = read_history(index)
-    assert len(lines) == WRITERS and len({line["member"] for line in lines}) == WRITERS
+    assert len(lines) == WRITERS and len({line.member for line in lines}) == WRITERS
     assert not list(tmp_path.glob(".scoreboard.json.*"))  # no temp file left behind
 
 
@@ -125,8 +125,8 @@ def test_history_lines_are_idempotent_and_chartable(run20, tmp_path):
     assert append_history(result, index) == WRITERS
     assert append_history(result, index) == 0  # the same run is not appended twice
     line = read_history(index)[0]
-    assert {"run_id", "time", "task", "member", "backend", "metrics", "cost", "score", "passed"} <= set(line)
-    assert line["run_id"] == "r1" and line["cost"] == {"calls": 1, "input_tokens": 0, "output_tokens": 0, "usd": 0.0}
+    assert {"run_id", "time", "task", "member", "backend", "metrics", "cost", "score", "passed"} <= set(line.to_json())
+    assert line.run_id == "r1" and line.cost == {"calls": 1, "input_tokens": 0, "output_tokens": 0, "usd": 0.0}
     frame = history_frame(index)
     assert set(frame.metric) >= {"score", "field_accuracy"}
     trend = trend_frame(index, "memos", "score")

@@ -190,7 +190,7 @@ def test_http_500_after_retries_is_error_out_of_the_means_and_exit_5(tmp_path):
         assert "ERROR (provider_error)" in outputs(home / "extract.ipynb")
     report = outputs(tmp_path / "run" / "memos" / "report.ipynb")
     assert "5 member run(s) · 3 PASS · 0 FAIL · 2 ERROR (error rate 40%) · mean score 1.000 over 3 scored" in report
-    history = {line["member"]: line for line in read_history(tmp_path / "index.jsonl")}
+    history = {line.member: line.to_json() for line in read_history(tmp_path / "index.jsonl")}
     assert history["m1"]["status"] == ERROR and history["m1"]["cause"] == PROVIDER_ERROR
     assert "score" not in history["m1"] and "metrics" not in history["m1"]
     assert history["m0"]["status"] == SCORED and history["m0"]["score"] == 1.0
@@ -360,7 +360,7 @@ def test_every_reader_leaves_errors_out(tmp_path, pipeline):
     assert sorted(m for _, m, _ in written) == ["m0", "m2", "m4"]
     assert json.loads(board.read_text())["tasks"]["memos"]["m1"]["py"]["metrics"] == {"score": 0.9}  # kept as it was
 
-    lines = {line["member"]: line for line in history_lines(runs[0])}
+    lines = {line.member: line.to_json() for line in history_lines(runs[0])}
     assert lines["m1"]["status"] == ERROR and "score" not in lines["m1"] and lines["m0"]["status"] == SCORED
 
     members, items = load_scores(runs[0], "memos")

@@ -11,9 +11,8 @@ import pytest
 import yaml
 from corpus_factory import add_member, cli, make_corpus, specs, write_yaml
 
-from evalkit.results import runfolder
 from evalkit.results.runfolder import Scored
-from evalkit.results.summary import backend_line, summarize
+from evalkit.results.summary import BackendEntry, backend_line, read_summary, summarize
 from evalkit.scoring.stats import SEED, mean_ci, sub_seed
 from evalkit.stages.runner import RunOptions, run
 
@@ -66,7 +65,7 @@ def test_summarize_counts_means_cis_heldout_and_calls():
     assert x["calls"]["calls"] == 5 and x["error_rate"] == pytest.approx(0.2) and x["calls"]["usd"] == 0.5
     assert x["parse"] == {"ok": 4, "malformed": 0, "truncated": 0, "schema_invalid": 0}
     assert x["calls"]["latency_p50"] is not None
-    line = backend_line(x, "score")
+    line = backend_line(BackendEntry.from_json(x, "summary.json"), "score")
     assert line.startswith("x: 1/5 passed · 1 error · mean score 50.0% [") and "over 3 scored · held out 1: mean 25.0% · 1 skipped" in line
 
 
@@ -89,7 +88,7 @@ def test_a_run_writes_summary_json_and_reports_each_member_as_it_is_scored(mixed
                  on_outcome=lambda o, n, total: seen.append((o.member, o.backend, o.status, n, total)))
     assert [n for *_, n, _ in seen] == list(range(1, 7)) and {t for *_, t in seen} == {6}
     assert ("m1", "py", "error", ) in {s[:3] for s in seen}
-    on_disk = runfolder.read_summary(root / "run")
+    on_disk = read_summary(root / "run").to_json()
     assert on_disk == result.summary
     task = on_disk["tasks"]["memos"]
     fake, py = task["backends"]
@@ -159,12 +158,13 @@ def test_the_command_run_json_keeps_has_no_secret(monkeypatch):
 
 def test_the_index_table_shows_held_out_figures_apart_from_the_tuned_mean():
     from evalkit.report.overview import _table
+    from evalkit.results.summary import TaskSummary
 
     entry = {"backend": "a", "metrics": {}, "score": {"mean": 0.5, "ci": [0.4, 0.6], "n": 2}, "passed": 1,
-             "members": 3, "errors": 0, "skipped": [], "not_covered": [],
+             "members": 3, "scored": 2, "failed": 1, "errors": 0, "skipped": [], "not_covered": [],
              "heldout": {"scored": 1, "score": {"mean": 0.9}, "metrics": {}}}
-    html = "".join(_table({"memos": {"headline": "score", "backends": [entry, {**entry, "backend": "b",
-                                                                                "heldout": None}]}}))
+    task = {"headline": "score", "backends": [entry, {**entry, "backend": "b", "heldout": None}]}
+    html = "".join(_table({"memos": TaskSummary.from_json(task, "summary.json")}))
     assert "<th>mean (tuned)</th>" in html and "<th>held-out mean (n)</th>" in html
     rows = html.split("<tr>")[2:]
     assert ">0.500<" in rows[0] and ">0.900 (1)<" in rows[0]  # the held-out member never enters the tuned mean

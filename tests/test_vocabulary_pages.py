@@ -14,7 +14,7 @@ import pytest
 import yaml
 from corpus_factory import add_member, cli, make_corpus, write_yaml
 
-from evalkit.results import runfolder
+from evalkit.results.summary import read_summary
 
 PIPE = '''
 import re
@@ -107,7 +107,7 @@ def run(tmp_path_factory):
     assert res.exit_code == 5, res.output  # an error: whatever the others' verdicts
     compared = cli("compare", out, "--workers", 1)
     assert compared.exit_code == 0, compared.output
-    return out, res.output, runfolder.read_summary(out)["tasks"]["memos"]
+    return out, res.output, read_summary(out).to_json()["tasks"]["memos"]
 
 
 EXPECTED = {  # backend → what each member × backend is, in the one vocabulary

@@ -46,7 +46,15 @@ from evalkit.corpus.tasks import DEFAULT_CORPUS, Member, find_task, load_task, s
 from evalkit.errors import EvalkitError, NotPublishable
 from evalkit.report.chrome import document, nav
 from evalkit.results.runfolder import INDEX
-from evalkit.results.scoreboard import edit_board, iter_entries, load_board, numeric_metrics, truth_sha256
+from evalkit.results.scoreboard import (
+    Board,
+    BoardEntry,
+    RunBlock,
+    edit_board,
+    numeric_metrics,
+    read_board,
+    truth_sha256,
+)
 
 __all__ = ["BYOM_BOARD", "NotPublishable", "default_byom_board", "find_member", "public_entry", "publish",
            "render_byom_html", "write_byom_report"]
@@ -88,19 +96,19 @@ def _no_local_paths(value: Any) -> Any:
     return value
 
 
-def _public_run(run: Mapping[str, Any]) -> dict[str, Any]:
-    backend = run.get("backend") or {}
-    out = {k: run.get(k) for k in ("date", "model", "evalkit_version", "request_sha256", "input_tokens",
-                                    "output_tokens", "usd", "latency_s", "calls", "replayed", "parse", "truncated")}
+def _public_run(run: RunBlock) -> dict[str, Any]:
+    backend = run.backend
+    out = {k: getattr(run, k) for k in ("date", "model", "evalkit_version", "request_sha256", "input_tokens",
+                                        "output_tokens", "usd", "latency_s", "calls", "replayed", "parse", "truncated")}
     if str(out["model"]).startswith("python:"):  # a pipeline's model id is its spec: python:MODULE_OR_PATH:FUNCTION
         out["model"] = redact_stored(out["model"], public=True)
     out["backend"] = {"label": backend.get("label"), "spec": redact_stored(str(backend.get("spec", "")), public=True)}
-    out["error"] = bool(run.get("error"))
+    out["error"] = bool(run.error)
     return out
 
 
-def _backend_kind(label: str, entry: Mapping[str, Any]) -> str:
-    spec = str(((entry.get("run") or {}).get("backend") or {}).get("spec") or "")
+def _backend_kind(label: str, entry: BoardEntry) -> str:
+    spec = str(entry.run.backend.get("spec") or "")
     try:
         return BackendSpec.parse(spec, label=label).kind
     except EvalkitError:
@@ -114,7 +122,7 @@ def _provenance_problem(member: Member) -> str | None:
     return "; ".join(f"truth_provenance.{leg} {why}" for leg, why in found) or None
 
 
-def public_entry(member: Member, entry: Mapping[str, Any], sources: Path | None) -> dict[str, Any]:
+def public_entry(member: Member, entry: BoardEntry, sources: Path | None) -> dict[str, Any]:
     """The publishable form of one private scoreboard entry (see module docstring)."""
     paths = check_integrity(member, sources)  # IntegrityError (exit 4) if the source changed
     m = member.manifest
@@ -129,11 +137,11 @@ def public_entry(member: Member, entry: Mapping[str, Any], sources: Path | None)
                        "sha256": [sha256_file(p) for p in paths]},
             "truth_provenance": prov.model_dump(),
         },
-        "run": _public_run(entry.get("run") or {}),
-        "truth_sha256": entry.get("truth_sha256"),
-        "settings": {k: v for k, v in (entry.get("settings") or {}).items() if isinstance(v, (int, float, bool))},
-        "metrics": numeric_metrics(entry.get("metrics") or {}),
-        "passed": entry.get("passed") if isinstance(entry.get("passed"), bool) else None,
+        "run": _public_run(entry.run),
+        "truth_sha256": entry.truth_sha256,
+        "settings": {k: v for k, v in entry.settings.items() if isinstance(v, (int, float, bool))},
+        "metrics": numeric_metrics(entry.metrics),
+        "passed": entry.passed,
     })
 
 
@@ -176,10 +184,10 @@ def publish(member_ref: str, corpus: str | Path, *, board: str | Path | None = N
     corpus = Path(corpus)
     src = sources_dir(sources)
     board = Path(board) if board is not None else default_byom_board()
-    private = load_board(Path(private_board) if private_board else corpus / "scoreboard.json")
+    private = read_board(Path(private_board) if private_board else corpus / "scoreboard.json")
     member = find_member(corpus, member_ref)
     want = set(backends or ())
-    entries = {label: e for t, m, label, e in iter_entries(private)
+    entries = {label: e for t, m, label, e in private.entries()
                if t == member.task.id and m == member.id and (not want or label in want)}
     if not entries:
         raise NotPublishable(f"{member.key}: no scored entry{' for ' + ', '.join(sorted(want)) if want else ''} in "
@@ -197,11 +205,11 @@ def publish(member_ref: str, corpus: str | Path, *, board: str | Path | None = N
         if why:
             raise NotPublishable(f"{member.key} [{label}]: scored by the {kind} backend, which {why}; "
                                  "only a model's (or a pipeline's) own extractions are published")
-        if not entry.get("truth_sha256"):
+        if not entry.truth_sha256:
             raise NotPublishable(f"{member.key} [{label}]: the scored entry records no truth_sha256")
-        if entry["truth_sha256"] != current:
+        if entry.truth_sha256 != current:
             raise NotPublishable(f"{member.key} [{label}]: the truth changed since it was scored "
-                                 f"(scored against {entry['truth_sha256'][:12]}…, now {str(current)[:12]}…); "
+                                 f"(scored against {entry.truth_sha256[:12]}…, now {str(current)[:12]}…); "
                                  f"run `evalkit rescore --corpus {corpus}` first")
         pub = public_entry(member, entry, src)
         _guard(pub, member, src)
@@ -231,11 +239,11 @@ def _cell(value: Any, num: bool = False) -> str:
     return f"<td{cls}>{html.escape(text, quote=True)}</td>"
 
 
-def render_byom_html(board: Mapping[str, Any], title: str = "BYOM scoreboard") -> str:
+def render_byom_html(board: Board, title: str = "BYOM scoreboard") -> str:
     """A self-contained HTML page of a BYOM board: every text escaped, the shared head of every page
     (`evalkit.report.chrome`: its policy allows only evalkit's stylesheet and sortable-table script)."""
-    rows = list(iter_entries(board))
-    metric_names = sorted({k for *_, e in rows for k in (e.get("metrics") or {})})
+    rows = list(board.entries())
+    metric_names = sorted({k for *_, e in rows for k in e.metrics})
     head = ["task", "member", "backend", "model", "date", "verdict", *metric_names, "input tokens", "output tokens",
             "USD", "licence", "truth verified", "truth sha256", "published"]
     out = [f"<h1>{html.escape(title)}</h1>",
@@ -243,14 +251,13 @@ def render_byom_html(board: Mapping[str, Any], title: str = "BYOM scoreboard") -
                       "corpora; no document text, truth values or item tables.</caption>",
            "<thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr></thead><tbody>"]
     for task, member, label, e in rows:
-        run, ident, metrics = e.get("run") or {}, e.get("identity") or {}, e.get("metrics") or {}
-        passed = e.get("passed")
-        verdict = {True: '<td class="PASS">PASS</td>', False: '<td class="FAIL">FAIL</td>'}.get(passed, _cell(None))
-        cells = [_cell(task), _cell(member), _cell(label), _cell(run.get("model")), _cell(run.get("date")), verdict]
-        cells += [_cell(metrics.get(k), num=True) for k in metric_names]
-        cells += [_cell(run.get("input_tokens"), True), _cell(run.get("output_tokens"), True), _cell(run.get("usd"), True),
+        run, ident = e.run, e.identity or {}
+        verdict = {True: '<td class="PASS">PASS</td>', False: '<td class="FAIL">FAIL</td>'}.get(e.passed, _cell(None))
+        cells = [_cell(task), _cell(member), _cell(label), _cell(run.model), _cell(run.date), verdict]
+        cells += [_cell(e.metrics.get(k), num=True) for k in metric_names]
+        cells += [_cell(run.input_tokens, True), _cell(run.output_tokens, True), _cell(run.usd, True),
                   _cell(ident.get("license")), _cell((ident.get("truth_provenance") or {}).get("verified_by")),
-                  _cell((e.get("truth_sha256") or "")[:12] or None), _cell(e.get("published"))]
+                  _cell((e.truth_sha256 or "")[:12] or None), _cell(e.published)]
         out.append("<tr>" + "".join(cells) + "</tr>")
     out.append("</tbody></table>")
 
@@ -260,7 +267,7 @@ def render_byom_html(board: Mapping[str, Any], title: str = "BYOM scoreboard") -
 def write_byom_report(board: str | Path | None = None, out: str | Path | None = None) -> Path:
     """Render the BYOM board (default: the committed one) to `out` (default ``runs/byom/index.html``)."""
     board = Path(board) if board is not None else default_byom_board()
-    data = load_board(board, must_exist=True)
+    data = read_board(board, must_exist=True)
 
     out = Path(out) if out is not None else Path("runs") / "byom" / INDEX
     out.parent.mkdir(parents=True, exist_ok=True)

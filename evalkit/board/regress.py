@@ -45,15 +45,17 @@ from evalkit.errors import EXIT_BACKEND, EXIT_FAILED, EXIT_OK, EXIT_PARTIAL, Sco
 from evalkit.results.band import (  # the band file records which metrics are gated
     FLOOR,
     HIGHER_IS_BETTER,
+    Band,
     band_path,
     collect,
     direction,
     is_gated,
-    load_band,
+    read_band,
 )
-from evalkit.results.runfolder import read_summary, scan
-from evalkit.results.scoreboard import board_path, entries_by_task, load_board
+from evalkit.results.runfolder import scan
+from evalkit.results.scoreboard import board_path, read_board
 from evalkit.results.scoreboard import update_scoreboard as update
+from evalkit.results.summary import read_summary
 from evalkit.scoring.stats import SEED, as_number, mean, sign_flip_p, sub_seed
 from evalkit.status import ERROR, failure_of
 
@@ -115,20 +117,20 @@ class Comparison:
         return len(self.changes)
 
 
-def band_for(band: Mapping[str, Any] | None, task: str, metric: str, group: str = TUNED) -> tuple[float, str]:
+def band_for(band: Band | None, task: str, metric: str, group: str = TUNED) -> tuple[float, str]:
     """The band of a task's metric for the tuned members, or the held-out ones (their own block when
     band.json has one, else the tuned members')."""
-    block = ((band or {}).get("tasks") or {}).get(task) or {}
-    entry = (block.get("heldout") or {}).get("metrics", {}).get(metric) if group == HELDOUT else None
-    entry = entry or block.get("metrics", {}).get(metric)
-    if entry and entry.get("band") is not None:
-        return max(float(entry["band"]), FLOOR), "band.json"
+    if band is None:
+        return FLOOR, "floor"
+    entry = (band.metric(task, metric, HELDOUT) if group == HELDOUT else None) or band.metric(task, metric)
+    if entry is not None and entry.band is not None:
+        return max(float(entry.band), FLOOR), "band.json"
     return FLOOR, "floor"
 
 
 def compare(standing: Mapping[str, Mapping[str, Mapping[str, Any]]],
             new: Mapping[str, Mapping[str, Mapping[str, Mapping[str, Any]]]],
-            band: Mapping[str, Any] | None, *, seed: int = SEED,
+            band: Band | None, *, seed: int = SEED,
             justifications: Mapping[str, str] | None = None,
             errors: Mapping[str, Mapping[str, Mapping[str, str]]] | None = None,
             heldout: Iterable[str] = ()) -> Comparison:
@@ -294,12 +296,13 @@ def check(opts: Any, *, run_dir: Any = None, board: Any = None, band_file: Any =
     A standing entry in scope (the tasks and members, of a backend the new sweep ran) that the new sweep
     did not cover or that errored makes the check partial: it does not pass (exit 7, `CheckResult.coverage`)
     unless `allow_partial`, which gates on what was covered and says so."""
+
     just = dict(justifications or {})
     tasks, only = opts.tasks, opts.only
     board_file = Path(board or board_path(opts.corpus))
-    standing_board = load_board(board_file, must_exist=True)
+    standing_board = read_board(board_file, must_exist=True)
     band_at = Path(band_file or band_path(opts.corpus))
-    band = load_band(band_at, must_exist=band_file is not None)
+    band = read_band(band_at, must_exist=band_file is not None)
     result, sweep_code = None, 0
     if run_dir is None:
         result = sweep(replace(opts, force=True, board=None))
@@ -316,13 +319,12 @@ def check(opts: Any, *, run_dir: Any = None, board: Any = None, band_file: Any =
     for s in scan(run_dir, status=ERROR):
         if (not tasks or s.task in tasks) and keep(s.task, s.member):
             errors.setdefault(s.task, {}).setdefault(s.backend, {})[s.member] = str(failure_of(s.score()))
-    standing = {t: {b: {m: e.get("metrics") or {} for m, e in per.items() if keep(t, m)} for b, per in d.items()}
-                for t, d in entries_by_task(standing_board, tasks).items()}
+    standing = {t: {b: {m: e.metrics for m, e in per.items() if keep(t, m)} for b, per in d.items()}
+                for t, d in standing_board.by_task(tasks).items()}
     heldout = heldout_keys(opts.corpus, tasks)
     cmp = compare(standing, new, band, seed=seed, justifications=just, errors=errors, heldout=heldout)
-    ran = {s.backend for s in scan(run_dir, status=None, unscored=True)} | {
-        b.get("backend") for t in ((read_summary(run_dir) or {}).get("tasks") or {}).values()
-        for b in t.get("backends") or []}  # a backend whose every member was not covered has no result folder
+    summary = read_summary(run_dir)  # a backend whose every member was not covered has no result folder
+    ran = {s.backend for s in scan(run_dir, status=None, unscored=True)} | (summary.labels() if summary else set())
     covered = coverage(standing, new, errors, ran, heldout)
     if not cmp.compared:
         raise ScoreboardError(f"{run_dir}: nothing to compare with {board_file} (no task × backend × member in both)"

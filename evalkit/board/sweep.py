@@ -49,12 +49,13 @@ from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from evalkit import __version__
 from evalkit._util.interrupt import Interrupted, finishing, signals_blocked
 from evalkit._util.jsonio import remove_partials, unsynced
 from evalkit._util.paths import member_ref
+from evalkit._util.typed import Bool, Int, Num, Record, Str, check_version
 from evalkit.backends import BackendSpec, check_labels, labels_slug
 from evalkit.backends.cassette import env_cassette
 from evalkit.backends.predictions import PROVIDER as PREDICTIONS
@@ -85,7 +86,8 @@ from evalkit.stages.pipeline import backend_context, extraction_record, render_r
 from evalkit.stages.runner import Outcome, RunOptions, _reusable, check_scope, record, run, scope
 from evalkit.status import ERROR, NOT_COVERED, REFUSED, SCORED
 
-__all__ = ["MemberResult", "SweepResult", "sweep", "currency_keys", "default_sweep_dir"]
+__all__ = ["MemberResult", "SweepResult", "sweep", "currency_keys", "default_sweep_dir", "SweepFile", "SweepMember",
+           "SweepOutcome", "read_sweep"]
 
 SCHEMA_VERSION = 1
 # Finished members are appended to sweep.json's sidecar (`runfolder.SWEEP_LOG`) at most this often (one sync
@@ -420,9 +422,65 @@ def _is_current(prev: dict[str, Any] | None, keys: dict[str, Any] | None, sweep_
                for o in outs)
 
 
+class SweepOutcome(Record):
+    """One backend's outcome of a member, as sweep.json keeps it (`runner.Outcome`'s fields)."""
+
+    task: Str
+    member: Str
+    backend: Str
+    status: Str
+    score: Optional[Num] = None
+    passed: Optional[Bool] = None
+    metrics: dict[str, Any] = {}
+    notes: list[Str] = []
+    message: Str = ""
+    cause: Str = ""
+    heldout: Bool = False
+
+
+class SweepMember(Record):
+    """One member's record in sweep.json (and in a line of its sidecar, `runfolder.SWEEP_LOG`)."""
+
+    status: Str  # ran | current | failed
+    message: Str = ""
+    run_dir: Str = ""
+    keys: Optional[dict[str, Any]] = None  # the currency keys (`currency_keys`)
+    exit_code: Int = 0
+    outcomes: list[SweepOutcome] = []
+
+
+class SweepFile(Record):
+    """sweep.json: the sweep's parameters and every member it finished (`_write_sweep_json` writes it)."""
+
+    schema_version: Int = SCHEMA_VERSION
+    evalkit_version: Optional[Str] = None
+    corpus: Optional[Str] = None
+    sources: Optional[Str] = None
+    backends: list[dict[str, Any]] = []
+    tasks: Optional[list[Str]] = None
+    threshold: Optional[Num] = None
+    limit: Optional[Int] = None
+    sample: Optional[Int] = None
+    seed: Optional[Int] = None
+    settings: dict[str, Any] = {}
+    samples: Optional[Int] = None  # only under --samples K > 1
+    notebooks: Optional[Bool] = None
+    fingerprints: Optional[dict[str, Any]] = None  # only once a file was fingerprinted (`Fingerprints`)
+    members: dict[str, SweepMember] = {}
+
+
+def read_sweep(sweep_dir: str | Path) -> SweepFile:
+    """The one reader of sweep.json, with the members its sidecar adds (`runfolder.read_sweep_json`: an absent or
+    torn file is an empty sweep); a value of the wrong type is one `RecordError` naming the file and key."""
+    where = Path(sweep_dir) / runfolder.SWEEP_JSON
+    data = runfolder.read_sweep_json(sweep_dir)
+    check_version(data, SCHEMA_VERSION, where)
+    return SweepFile.from_json(data, f"{where} (with {runfolder.SWEEP_LOG})")
+
+
 def _member_json(r: MemberResult) -> dict[str, Any]:
-    return {"status": r.status, "message": r.message, "run_dir": r.run_dir, "keys": r.keys,
-            "exit_code": r.exit_code, "outcomes": [asdict(o) for o in r.outcomes]}
+    return SweepMember(status=r.status, message=r.message, run_dir=r.run_dir, keys=r.keys, exit_code=r.exit_code,
+                       outcomes=[SweepOutcome(**asdict(o)) for o in r.outcomes]).to_json()
 
 
 def _write_sweep_json(sweep_dir: Path, opts: RunOptions, records: dict[str, MemberResult],
@@ -430,7 +488,7 @@ def _write_sweep_json(sweep_dir: Path, opts: RunOptions, records: dict[str, Memb
     os.sync()  # the members' own files, written unsynced (`_member_job`), are durable before this records them
     members = dict(others or {})
     members.update({k: _member_json(r) for k, r in records.items()})
-    runfolder.write_sweep_json(sweep_dir, {
+    _write_sweep_file(sweep_dir, {
         "schema_version": SCHEMA_VERSION,
         "evalkit_version": __version__,
         "corpus": str(opts.corpus),
@@ -447,6 +505,11 @@ def _write_sweep_json(sweep_dir: Path, opts: RunOptions, records: dict[str, Memb
         **({"fingerprints": dict(sorted(prints.used.items()))} if prints and prints.used else {}),
         "members": {k: members[k] for k in sorted(members)},
     })
+
+
+def _write_sweep_file(sweep_dir: Path, data: dict[str, Any]) -> None:
+    """The one writer of sweep.json: typed on the way out (a wrong value is refused before it is written)."""
+    runfolder.write_sweep_json(sweep_dir, SweepFile.from_json(data, sweep_dir / runfolder.SWEEP_JSON).to_json())
 
 
 def _append_members(sweep_dir: Path, records: dict[str, MemberResult]) -> None:
@@ -488,7 +551,7 @@ def _sweep(opts: RunOptions, progress: Callable[[MemberResult], Any] | None, hel
         raise EvalkitError("sweep: give at least one --backend NAME=SPEC")
     tasks = load_tasks(opts.corpus, opts.tasks)
     sweep_dir = Path(opts.out or default_sweep_dir(labels))
-    stored = runfolder.read_sweep_json(sweep_dir)
+    stored = read_sweep(sweep_dir).to_json()  # typed: a wrong value is one clear error, not a traceback below
     on_disk = stored.get("members") or {}
     prints = Fingerprints(stored.get("fingerprints"))
     _check_only(opts.only, tasks)

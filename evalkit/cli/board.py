@@ -273,12 +273,15 @@ def plan_cmd(task, band_file, pilot, label, metric, effect, alpha, power, sample
     """Power before a run: the minimum detectable paired effect (MDE) for the members, and the members needed
     for --effect (docs/scoreboard.md: what is measured, what is assumed). Exit 0; 2 bad input; 3 no band file."""
     from evalkit.compare.power import pilot_samples, plan  # lazy: keeps `evalkit --help` fast
-    from evalkit.results.band import band_path, load_band  # lazy: keeps `evalkit --help` fast
+    from evalkit.results.band import (  # lazy: keeps `evalkit --help` fast  # lazy: keeps `evalkit --help` fast
+        band_path,
+        read_band,
+    )
 
     if band_file and pilot:
         raise UsageError("plan: give --band FILE or --pilot RUN, not both")
     src = {"pilot": pilot_samples(pilot, task, metric, label)} if pilot else \
-        {"band": load_band(band_file or band_path(corpus), must_exist=True)}
+        {"band": read_band(band_file or band_path(corpus), must_exist=True)}
     p = plan(task, metric=metric, effect=effect, alpha=alpha, power=power, samples=samples, rho=rho, members=members,
              **src)
     click.echo("\n".join(p.lines()))

@@ -15,6 +15,8 @@ from typing import Any, Callable
 
 import click
 
+from evalkit.results.runfolder import SUMMARY_JSON
+from evalkit.results.summary import Summary, TaskSummary
 from evalkit.status import ERROR, SCORED, SKIPPED, count, shown
 
 
@@ -76,7 +78,7 @@ def print_summary(result: Any, echo: Callable[[str], Any] = click.echo) -> None:
                 for line in _outcome_lines(f"  {m.key}" + (f" [{o.backend}]" if multi else ""), o, tag):
                     echo(line)
     # a run's verdict lines went out as each member was scored
-    _task_lines(outcomes, (getattr(result, "summary", None) or {}).get("tasks") or {}, echo, sweep)
+    _task_lines(outcomes, _summary_of(result).tasks, echo, sweep)
     if sweep:
         ran = sum(m.status == "ran" for m in result.members)
         current = sum(m.status == "current" for m in result.members)
@@ -101,7 +103,13 @@ def print_summary(result: Any, echo: Callable[[str], Any] = click.echo) -> None:
     print_recorded(getattr(result, "recorded", None), echo)
 
 
-def _task_lines(outcomes: list[Any], tasks: dict[str, Any], echo: Callable[[str], Any], sweep: bool) -> None:
+def _summary_of(result: Any) -> Summary:
+    """The run's (or sweep's) summary.json as it wrote it (`RunResult.summary`), typed."""
+    where = f"{getattr(result, 'run_dir', '')}/{SUMMARY_JSON}"
+    return Summary.from_json(getattr(result, "summary", None) or {}, where)
+
+
+def _task_lines(outcomes: list[Any], tasks: dict[str, TaskSummary], echo: Callable[[str], Any], sweep: bool) -> None:
     """Per task: a run's members not scored with why (a sweep listed every member above), those skipped for a
     missing source in one line, then one line per backend from summary.json (`summary.backend_line`)."""
     from evalkit.results.summary import backend_line  # lazy: keeps `evalkit --help` fast
@@ -123,10 +131,10 @@ def _task_lines(outcomes: list[Any], tasks: dict[str, Any], echo: Callable[[str]
                     echo(f"      ↳ {o.why}")
         if skipped := skipped_line(outs):
             echo(prefix + skipped)
-        t = tasks.get(task) or {}
-        for entry in t.get("backends") or []:
-            if entry["members"] or not entry["skipped"]:
-                echo(prefix + backend_line(entry, t["headline"]))
+        t = tasks.get(task) or TaskSummary()
+        for entry in t.backends:
+            if entry.members or not entry.skipped:
+                echo(prefix + backend_line(entry, t.headline))
 
 
 def print_recorded(recorded: Any, echo: Callable[[str], Any] = click.echo) -> None:

@@ -28,7 +28,7 @@ from typing import Any
 from evalkit.errors import CorpusError, EvalkitError, UsageError
 from evalkit.execution.execute import NOTEBOOKS_DIR, NotebookJob, execute
 from evalkit.results import runfolder
-from evalkit.results.band import band_path, load_band
+from evalkit.results.band import Band, band_path, read_band
 from evalkit.results.records import BackendRef, ScoreRecord
 from evalkit.scoring import delta
 from evalkit.scoring.stats import format_p
@@ -123,18 +123,18 @@ def _zero_delta_reason(pair: Mapping[str, Any], config: list[dict[str, Any]]) ->
             "ignores the difference)")
 
 
-def band_of(run_dir: str | Path) -> dict[str, Any]:
-    """The corpus's band.json (`evalkit.results.band`) named by the run's run.json, or {} (no band, unreadable)."""
+def band_of(run_dir: str | Path) -> Band | None:
+    """The corpus's band.json (`evalkit.results.band`) named by the run's run.json, or None (no band, unreadable)."""
     corpus = runfolder.read_run_json(run_dir).corpus
     try:
-        return (load_band(band_path(corpus)) or {}) if corpus else {}
+        return read_band(band_path(corpus)) if corpus else None
     except (CorpusError, OSError):
-        return {}
+        return None
 
 
-def band_width(band: Mapping[str, Any], task: str, metric: str) -> float | None:
-    value = (((band.get("tasks") or {}).get(task) or {}).get("metrics") or {}).get(metric) or {}
-    return value.get("band")
+def band_width(band: Band | None, task: str, metric: str) -> float | None:
+    m = band.metric(task, metric) if band is not None else None
+    return m.band if m is not None else None
 
 
 def _pairs(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[list[tuple[str, str]], str | None]:

@@ -37,6 +37,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from evalkit.errors import UsageError
+from evalkit.results.band import Band
 from evalkit.results.runfolder import scan
 from evalkit.scoring.stats import as_number, mean
 
@@ -207,7 +208,7 @@ class Plan:
         return out
 
 
-def plan(task: str, *, band: Mapping[str, Any] | None = None, pilot: tuple[str, Mapping[str, Sequence[float]]] | None = None,
+def plan(task: str, *, band: Band | None = None, pilot: tuple[str, Mapping[str, Sequence[float]]] | None = None,
          metric: str = "score", effect: float | None = None, alpha: float = ALPHA, power: float = POWER,
          samples: int = 1, rho: float = RHO, members: int | None = None) -> Plan:
     """The plan from one source: `band` (band.json content: its `member_sd` of `metric`) or `pilot` (label,
@@ -232,15 +233,14 @@ def plan(task: str, *, band: Mapping[str, Any] | None = None, pilot: tuple[str, 
         assumed["ρ (a member's scores under the two configurations)"] = rho
         n_default = len(per_member)
     else:
-        block = ((band.get("tasks") or {}).get(task) or {})
-        m = (block.get("metrics") or {}).get(metric) or {}
-        if m.get("member_sd") is None:
+        m = band.metric(task, metric)
+        if m is None or m.member_sd is None:
             raise UsageError(f"plan: the band has no member_sd for {task}/{metric} (re-measure it with `evalkit band`)")
-        within = float(m["member_sd"])
+        within = float(m.member_sd)
         base = sd_diff_from_band(within)
-        measured.update({"member_sd (SD across sweeps)": round(within, 4), "members": m.get("n")})
+        measured.update({"member_sd (SD across sweeps)": round(within, 4), "members": m.n})
         assumed["no member × configuration interaction (sd_diff = √2·member_sd: a lower bound)"] = True
-        n_default = int(m.get("n") or block.get("members") or 0)
+        n_default = int(m.n or band.tasks[task].members or 0)
     if samples > 1 and within is None:
         assumed[f"{samples} samples are independent draws with SD {base:.4f}"] = True
     sd_k = with_samples(base, samples, within if samples > 1 else None)

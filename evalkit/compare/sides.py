@@ -9,10 +9,9 @@ extraction.json / score.json / judgments.json, the task's pairwise.json). For ev
   every metric's mean difference with a paired bootstrap CI and sign-flip p, the one-line statement
   (with the task's noise band when band.json has one), per-field accuracy (flat fields), verdict flips
   and the items whose outcome changed; `nothing_comparable` says why a task has none;
-* `calls_table`: per backend, errors and error rate and the answers' parse outcomes
-  (`evalkit.status.count` over the member rows: the counts of summary.json), latency
-  percentiles, tokens and USD (`evalkit.results.calls.call_figures` over the extraction calls' run
-  blocks), and, under a strict ontology, vocabulary compliance.
+* `calls_table`: per backend, errors and error rate, the answers' parse outcomes, latency percentiles,
+  tokens and USD, read from summary.json (`task_summary`: its one computation of them, never a second
+  count here), and, under a strict ontology, vocabulary compliance.
 
 Graph tasks add:
 
@@ -52,13 +51,12 @@ from evalkit.execution.execute import NOTEBOOKS_DIR, NotebookJob, execute
 from evalkit.report.frames import item_shape
 from evalkit.report.views import figure
 from evalkit.results import runfolder
-from evalkit.results.calls import call_figures
 from evalkit.results.records import JudgmentsRecord, RunBlock, RunRecord
-from evalkit.results.summary import completion_of
+from evalkit.results.summary import BackendEntry, Summary, TaskSummary, completion_of, read_summary, summarize
 from evalkit.scoring.delta import compare_sides
 from evalkit.scoring.ontology import aggregate_compliance
 from evalkit.scoring.stats import CONFIDENCE, RESAMPLES, SEED, micro_f1, micro_f1_ci, sub_seed
-from evalkit.status import PARSE_OUTCOMES, SCORED, count, row_of
+from evalkit.status import PARSE_OUTCOMES, SCORED, row_of
 
 AXES = ("entities", "relations")
 INCONSISTENCY_MARK = 0.20
@@ -175,20 +173,30 @@ def f1_table(c: Comparison, n_boot: int = RESAMPLES, seed: int = SEED) -> pd.Dat
 
 # ----------------------------------------------------------------------------- calls
 
+def task_summary(c: Comparison) -> TaskSummary:
+    """The task's block of the run's summary.json (`evalkit.results.summary`): the one place a backend's counts,
+    error rate and call figures are computed. A folder without one (a run stopped before it was written) is
+    summarized here by the same function, never counted another way."""
+    summary = _quietly(lambda: read_summary(c.run_dir)) or Summary.from_json(
+        summarize(runfolder.scan(c.run_dir, status=None, unscored=True), runfolder.read_run_json(c.run_dir)),
+        c.run_dir / runfolder.SUMMARY_JSON)
+    return summary.tasks.get(c.task) or TaskSummary()
+
+
 def calls_figures(c: Comparison) -> list[dict[str, Any]]:
-    """Per backend: what its calls took (`results.calls.call_figures`) and its counts (`evalkit.status.count` over its
-    member rows, as summary.json's): errors are members with no score; the scored answers' parse outcomes."""
+    """Per backend: its counts and what its calls took, as summary.json has them (`task_summary`): errors are
+    members with no score; the scored answers' parse outcomes; latency percentiles, tokens, USD."""
     scored = runfolder.scan(runfolder.task_dir(c.run_dir, c.task)) if c.ontology_mode == "strict" else []
+    task = task_summary(c)
     out = []
     for b in c.backends:
-        s = call_figures(c.calls.get(b, []))
-        mine = c.members[c.members["backend"] == b].to_dict("records") if not c.members.empty else []
-        n = count(mine)
-        row = {"backend": b, "calls": n.attempted, "errors": n.errors, "error_rate": n.error_rate,
-               "latency_p50": s["latency_p50"], "latency_p90": s["latency_p90"], "latency_p99": s["latency_p99"],
-               **{f"parse_{k}": v for k, v in n.parse.items()}, "recovered": n.recovered,
-               "input_tokens": s["input_tokens"], "output_tokens": s["output_tokens"], "usd": s["usd"],
-               "replayed": s["replayed"]}
+        e = task.backend(b) or BackendEntry(backend=b, members=0, scored=0, passed=0, failed=0, errors=0)
+        s = e.calls
+        row = {"backend": b, "calls": e.members, "errors": e.errors, "error_rate": e.error_rate,
+               "latency_p50": s.latency_p50, "latency_p90": s.latency_p90, "latency_p99": s.latency_p99,
+               **{f"parse_{k}": e.parse.get(k, 0) for k in PARSE_OUTCOMES}, "recovered": e.recovered,
+               "input_tokens": s.input_tokens, "output_tokens": s.output_tokens, "usd": s.usd,
+               "replayed": s.replayed}
         if c.ontology_mode == "strict":  # micro: summed inside / summed emitted over the scored members
             figures = [v for r in scored
                        if r.backend == b and (v := r.score().details.get("vocabulary"))]
@@ -352,34 +360,30 @@ def paired(c: Comparison) -> list[dict[str, Any]]:
 def summary_table(c: Comparison) -> pd.DataFrame:
     """Per backend, from summary.json (`evalkit.results.summary`): passed/N, errors, skipped, the headline's mean
     with its CI."""
-    data = runfolder.read_summary(c.run_dir) or {}
-    task = (data.get("tasks") or {}).get(c.task) or {}
+    task = task_summary(c)
     rows = []
-    for e in task.get("backends") or []:
-        if e["backend"] not in c.backends:
+    for e in task.backends:
+        if e.backend not in c.backends:
             continue
-        name = task["headline"] if task["headline"] in e["metrics"] else "score"
-        f = e["metrics"][name] if name != "score" else e["score"]
-        ci = f"[{f['ci'][0]:.3f}, {f['ci'][1]:.3f}]" if f.get("ci") else "—"
-        rows.append({"backend": e["backend"], "passed": f"{e['passed']}/{e['members']}", "errors": e["errors"],
-                     "skipped": len(e["skipped"]), f"mean {name}": _fig(f.get("mean")), f"{CONFIDENCE:.0%} CI": ci,
-                     "scored": f.get("n")})
+        name, f = e.headline(task.headline)
+        ci = f"[{f.ci[0]:.3f}, {f.ci[1]:.3f}]" if f.ci else "—"
+        rows.append({"backend": e.backend, "passed": f"{e.passed}/{e.members}", "errors": e.errors,
+                     "skipped": len(e.skipped), f"mean {name}": _fig(f.mean), f"{CONFIDENCE:.0%} CI": ci,
+                     "scored": f.n})
     return pd.DataFrame(rows)
 
 
 def family_table(c: Comparison) -> pd.DataFrame:
     """Tree tasks: per family (a ``<family>_score`` metric), each backend's mean with its CI (summary.json)."""
-    data = runfolder.read_summary(c.run_dir) or {}
-    task = (data.get("tasks") or {}).get(c.task) or {}
-    entries = [e for e in task.get("backends") or [] if e["backend"] in c.backends]
-    names = sorted({n for e in entries for n in e["metrics"] if n.endswith("_score") and n != "score"})
+    entries = [e for e in task_summary(c).backends if e.backend in c.backends]
+    names = sorted({n for e in entries for n in e.metrics if n.endswith("_score") and n != "score"})
     rows = []
     for n in names:
         row: dict[str, Any] = {"family": n[: -len("_score")]}
         for e in entries:
-            f = e["metrics"].get(n) or {}
-            ci = f" [{f['ci'][0]:.3f}, {f['ci'][1]:.3f}]" if f.get("ci") else ""
-            row[e["backend"]] = _fig(f.get("mean")) + ci
+            f = e.metrics.get(n)
+            ci = f" [{f.ci[0]:.3f}, {f.ci[1]:.3f}]" if f and f.ci else ""
+            row[e.backend] = _fig(f.mean if f else None) + ci
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import html
 import json
 import subprocess
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -24,9 +23,9 @@ from evalkit._util.jsonio import write_text
 from evalkit.corpus.tasks import DEFAULT_CORPUS, HELDOUT, TUNED, heldout_keys
 from evalkit.report import chrome
 from evalkit.report.runspage import BOARD_DIR, is_runs_page
-from evalkit.results.band import band_path, load_band
+from evalkit.results.band import Band, band_path, read_band
 from evalkit.results.runfolder import INDEX
-from evalkit.results.scoreboard import board_path, iter_entries, load_board
+from evalkit.results.scoreboard import Board, BoardEntry, ScoreboardError, board_of, board_path, read_board
 from evalkit.results.summary import figure
 from evalkit.scoring.stats import SEED, as_number, sub_seed
 
@@ -35,7 +34,7 @@ __all__ = ["previous_board", "Changes", "board_changes", "standings", "render_bo
 e = html.escape
 
 
-def previous_board(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+def previous_board(path: Path) -> tuple[Board | None, str | None]:
     """(board, "commit date") of the last git commit of `path` whose content differs from the file now;
     (None, why) when there is none (not in git, or never changed)."""
     def git(*args: str) -> str:
@@ -47,14 +46,14 @@ def previous_board(path: Path) -> tuple[dict[str, Any] | None, str | None]:
             full, short, date = line.split(" ", 2)
             then = git("show", f"{full}:./{path.name}")
             if then != now:
-                return json.loads(then), f"{short} ({date})"
-    except (OSError, subprocess.CalledProcessError, ValueError):
+                return board_of(json.loads(then), f"{path} at {short}"), f"{short} ({date})"
+    except (OSError, subprocess.CalledProcessError, ValueError, ScoreboardError):
         return None, "no git history of the board here"
     return None, "no earlier version of the board in git"
 
 
-def _score(entry: Mapping[str, Any] | None) -> Any:
-    return None if entry is None else (entry.get("metrics") or {}).get("score")
+def _score(entry: BoardEntry | None) -> Any:
+    return None if entry is None else entry.score
 
 
 class Changes(NamedTuple):
@@ -65,16 +64,16 @@ class Changes(NamedTuple):
     rerun: int  # of those, how many have a new run block (re-run, same figures)
 
 
-def _figures(entry: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+def _figures(entry: BoardEntry) -> tuple[Any, dict[str, Any]]:
     """What an entry measures (its verdict and metrics), apart from how and when it was run."""
-    return entry.get("passed"), dict(entry.get("metrics") or {})
+    return entry.passed, dict(entry.metrics)
 
 
-def board_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> Changes:
+def board_changes(before: Board, after: Board) -> Changes:
     """Per task × member × backend whose figures differ: added, removed, verdict flipped, score or other
     metrics moved; every other entry is counted as unchanged (`Changes`)."""
-    old = {(t, m, b): x for t, m, b, x in iter_entries(before)}
-    new = {(t, m, b): x for t, m, b, x in iter_entries(after)}
+    old = {(t, m, b): x for t, m, b, x in before.entries()}
+    new = {(t, m, b): x for t, m, b, x in after.entries()}
     rows, unchanged, rerun = [], 0, 0
     for key in sorted(old.keys() | new.keys()):
         a, b = old.get(key), new.get(key)
@@ -84,8 +83,8 @@ def board_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> Change
             continue
         if a is None or b is None:
             what = "added" if a is None else "removed"
-        elif a.get("passed") != b.get("passed"):
-            what = "verdict " + " → ".join(_verdict(x.get("passed")) for x in (a, b))
+        elif a.passed != b.passed:
+            what = "verdict " + " → ".join(_verdict(x.passed) for x in (a, b))
         elif _score(a) != _score(b):
             what = "score"
         else:
@@ -96,17 +95,17 @@ def board_changes(before: Mapping[str, Any], after: Mapping[str, Any]) -> Change
     return Changes(rows, unchanged, rerun)
 
 
-def standings(board: Mapping[str, Any], heldout: frozenset[str] | set[str] = frozenset()) -> list[dict[str, Any]]:
+def standings(board: Board, heldout: frozenset[str] | set[str] = frozenset()) -> list[dict[str, Any]]:
     """Per task × backend, tuned then held-out members apart: members, passed, the mean score and its CI."""
-    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
-    for task, member, label, x in iter_entries(board):
+    groups: dict[tuple[str, str, str], list[BoardEntry]] = {}
+    for task, member, label, x in board.entries():
         group = HELDOUT if f"{task}/{member}" in heldout else TUNED
         groups.setdefault((task, label, group), []).append(x)
     rows = []
     for (task, label, group), xs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] != TUNED)):
         fig = figure([as_number(_score(x)) for x in xs], sub_seed(SEED, task, "score"))
         rows.append({"task": task, "backend": label, "members": group, "n": len(xs),
-                     "passed": sum(x.get("passed") is True for x in xs), "mean": fig["mean"], "ci": fig["ci"]})
+                     "passed": sum(x.passed is True for x in xs), "mean": fig["mean"], "ci": fig["ci"]})
     return rows
 
 
@@ -138,12 +137,12 @@ def _ci(ci: Any) -> str | None:
     return None if not ci else f"[{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
-def render_board_html(board: Mapping[str, Any], band: Mapping[str, Any] | None, changes: Changes | None,
+def render_board_html(board: Board, band: Band | None, changes: Changes | None,
                       since: str | None, title: str = "evalkit scoreboard", heldout: frozenset[str] | set[str] = frozenset(),
                       links: list[tuple[str, str | None]] | None = None) -> str:
     """The page; `heldout`: ``task/member`` of the held-out members, whose figures are shown apart; `links`:
     the navigation bar's (`chrome.nav`)."""
-    entries = list(iter_entries(board))
+    entries = list(board.entries())
     tasks = sorted({t for t, *_ in entries})
     out = [f"<h1>{e(title)}</h1>",
            f"<p>{len(entries)} entries: {len(tasks)} task(s) × member × backend, the standing of each as committed.</p>"]
@@ -169,22 +168,20 @@ def render_board_html(board: Mapping[str, Any], band: Mapping[str, Any] | None, 
             out.append(_table(["task", "member", "backend", "change", "score before", "score after"],
                               [[_cell(c[k]) for k in ("task", "member", "backend", "change", "score before", "score after")]
                                for c in changes.rows]))
-    bands = (band or {}).get("tasks") or {}
     for task in tasks:
         out.append(f"<h2>{e(task)}</h2>")
-        tb = bands.get(task) or {}
-        gated = sorted(k for k, v in (tb.get("metrics") or {}).items() if isinstance(v, dict) and v.get("gated"))
+        tb = band.tasks.get(task) if band is not None else None
+        gated = sorted(k for k, v in tb.metrics.items() if v.gated) if tb is not None else []
         shown = [g for g in gated if g != "score"]
-        if tb:
-            out.append(f"<p>The band over {e(str(tb.get('members', '—')))} members: a regression must exceed it "
-                       "(and the interval is a bootstrap over members).</p>")
-            groups = [("tuned", tb), ("held-out", tb.get("heldout") or {})]
+        if tb is not None:
+            out.append(f"<p>The band over {e(str(tb.members if tb.members is not None else '—'))} members: a "
+                       "regression must exceed it (and the interval is a bootstrap over members).</p>")
+            groups = [("tuned", tb), *([("held-out", tb.heldout)] if tb.heldout is not None else [])]
             out.append(_table(["metric", "members", "n", "mean", "95% CI", "band", "spread across sweeps"],
-                              [[_cell(k), _cell(group), _cell(v.get("n"), "num"), _cell(v.get("mean"), "num"),
-                                _cell(_ci(v.get("ci"))),
-                                _cell(v.get("band"), "num"), _cell(v.get("spread"), "num")]
+                              [[_cell(k), _cell(group), _cell(v.n, "num"), _cell(v.mean, "num"), _cell(_ci(v.ci)),
+                                _cell(v.band, "num"), _cell(v.spread, "num")]
                                for group, block in groups
-                               for k, v in sorted((block.get("metrics") or {}).items()) if k in gated]))
+                               for k, v in sorted(block.metrics.items()) if k in gated]))
         else:
             out.append("<p>No band measured for this task (<code>evalkit band</code>).</p>")
         head = ["member", "held out", "backend", "verdict", "score", *shown, "model", "date", "input tokens", "output tokens",
@@ -193,14 +190,14 @@ def render_board_html(board: Mapping[str, Any], band: Mapping[str, Any] | None, 
         for t, member, label, x in entries:
             if t != task:
                 continue
-            run, metrics = x.get("run") or {}, x.get("metrics") or {}
-            v = _verdict(x.get("passed"))
+            run, metrics = x.run, x.metrics
+            v = _verdict(x.passed)
             rows.append([_cell(member), _cell("held out" if f"{task}/{member}" in heldout else ""), _cell(label), f'<td class="{v if v != "n/a" else "missing"}">{v}</td>',
                          _cell(metrics.get("score"), "num"), *[_cell(metrics.get(g), "num") for g in shown],
-                         _cell(run.get("model")), _cell(str(run["date"])[:16].replace("T", " ") if run.get("date") else None, "nowrap"), _cell(run.get("input_tokens"), "num"),
-                         _cell(run.get("output_tokens"), "num"), _cell(run.get("usd"), "num"),
-                         _cell(run.get("latency_s"), "num"), _cell(run.get("replayed")), _cell(x.get("settings")),
-                         _cell(run.get("run_id"))])
+                         _cell(run.model), _cell(run.date[:16].replace("T", " ") if run.date else None, "nowrap"), _cell(run.input_tokens, "num"),
+                         _cell(run.output_tokens, "num"), _cell(run.usd, "num"),
+                         _cell(run.latency_s, "num"), _cell(run.replayed), _cell(x.settings),
+                         _cell(run.run_id)])
         out.append(_table(head, rows))
     return chrome.document(title, "\n".join(out), chrome.nav([("scoreboard", None)], links or ()))
 
@@ -208,13 +205,13 @@ def render_board_html(board: Mapping[str, Any], band: Mapping[str, Any] | None, 
 def write_board_report(corpus: str | Path | None = None, out: str | Path | None = None) -> Path:
     """Render the corpus's committed scoreboard (and band) to `out` (default ``runs/scoreboard/index.html``)."""
     path = board_path(corpus)
-    board = load_board(path, must_exist=True)
+    board = read_board(path, must_exist=True)
     before, since = previous_board(path)
     changes = board_changes(before, board) if before is not None else None
     out = Path(out) if out is not None else Path("runs") / BOARD_DIR / INDEX
     runs = out.parent.parent / INDEX  # the default place: runs/scoreboard/, beside the runs page
     links = [("all runs", chrome.href("..", INDEX))] if is_runs_page(runs) else []
-    page = render_board_html(board, load_band(band_path(corpus)), changes, since,
+    page = render_board_html(board, read_band(band_path(corpus)), changes, since,
                              heldout=heldout_keys(corpus or DEFAULT_CORPUS), links=links)
     write_text(out, page)
     return out

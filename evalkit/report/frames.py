@@ -38,13 +38,14 @@ from typing import Any
 import pandas as pd
 
 from evalkit.errors import EvalkitError
-from evalkit.results.history import history_lines, index_path, read_history, run_means
+from evalkit.results.history import HistoryLine, history_lines, index_path, read_history, run_means
 from evalkit.results.records import ScoreRecord
 from evalkit.results.runfolder import SCORE, read_run_json, scan, task_dir, task_results
 from evalkit.results.samples import headline, member_figures, unstable
+from evalkit.results.summary import TaskSummary
 from evalkit.scoring.graph import corpus_metrics
 from evalkit.scoring.tree import mean_metrics
-from evalkit.status import ERROR, PARSE_OUTCOMES, SCORED, count, parse_outcome, recovered, shown
+from evalkit.status import ERROR, PARSE_OUTCOMES, SCORED, parse_outcome, recovered, shown
 
 __all__ = ["load_scores", "field_accuracy", "mean_field_accuracy", "outcome_counts", "verdict", "SUCCESS",
            "SET_ASIDE", "item_shape", "problem_rows", "set_aside_rows", "member_metrics", "metric_matrix",
@@ -330,49 +331,39 @@ def run_trend(run_dir: str | Path, task: str, metric: str | None = None,
     run_dir = Path(run_dir).resolve()
     metric = metric or headline_metric(run_dir, task)
 
-    def usable(line: dict[str, Any]) -> bool:
-        value = (line.get("metrics") or {}).get(metric)
-        return line.get("task") == task and isinstance(value, (int, float)) and not isinstance(value, bool)
+    def usable(line: HistoryLine) -> bool:
+        value = line.metrics.get(metric)
+        return line.task == task and isinstance(value, (int, float)) and not isinstance(value, bool)
 
     try:
         current = [line for line in history_lines(run_dir) if usable(line)]
     except (EvalkitError, OSError, ValueError):
         current = []
-    ids = {line["run_id"] for line in current}
+    ids = {line.run_id for line in current}
     past = [line for line in read_history(index_path(run_dir)) if usable(line)]
-    earlier = len({line.get("run_id") for line in past} - ids)
+    earlier = len({line.run_id for line in past} - ids)
     if earlier < min_runs:
         return None, metric, earlier
-    mine = {(line["run_id"], line["member"], line["backend"]) for line in current}
-    lines = [line for line in past if (line.get("run_id"), line.get("member"), line.get("backend")) not in mine]
-    df = pd.DataFrame([{"task": task, "backend": line.get("backend"), "run_id": line.get("run_id"),
-                        "time": line.get("time"), "member": line.get("member"),
-                        "value": float(line["metrics"][metric])} for line in lines + current])
+    mine = {(line.run_id, line.member, line.backend) for line in current}
+    lines = [line for line in past if (line.run_id, line.member, line.backend) not in mine]
+    df = pd.DataFrame([{"task": task, "backend": line.backend, "run_id": line.run_id, "time": line.time,
+                        "member": line.member, "value": float(line.metrics[metric])} for line in lines + current])
     return run_means(df), metric, earlier
 
 
-def backend_calls(members: pd.DataFrame) -> pd.DataFrame:
-    """Per backend: calls, errors and error rate, latency p50/p90/p99, the answers' parse outcomes, tokens, USD.
+def backend_calls(task: TaskSummary) -> pd.DataFrame:
+    """Per backend: calls, errors and error rate, latency p50/p90/p99, the answers' parse outcomes, tokens, USD —
+    summary.json's figures (`evalkit.results.summary.task_summary`), the one place they are computed.
 
-    A call is one member's extraction. Every count is `evalkit.status.count`'s (as summary.json's): an
-    error is a member with no score (``status`` error); a malformed, truncated or schema-invalid answer
-    is scored, counted under its parse outcome, never an error. ``recovered``: ok answers that needed a
-    repair (a note). Rows that are not calls (not covered, skipped) are left out."""
+    A call is one member's extraction: ``calls`` is the members attempted (scored + errors: not covered and
+    skipped members made none); an error is a member with no score; a malformed, truncated or schema-invalid
+    answer is scored, counted under its parse outcome, never an error. ``recovered``: ok answers that needed
+    a repair (a note)."""
     columns = ["backend", "calls", "errors", "error_rate", "latency_p50_s", "latency_p90_s", "latency_p99_s",
                *PARSE_OUTCOMES, "recovered", "input_tokens", "output_tokens", "usd"]
-    if members is None or members.empty:
-        return pd.DataFrame(columns=columns)
-    if "status" in members.columns:
-        members = members[members["status"].isin([SCORED, ERROR]) | members["status"].isna()]
-    rows = []
-    for backend, m in members.groupby(members["backend"].map(str), sort=True):
-        c = count(m.to_dict("records"))
-        latency = pd.to_numeric(m["latency_s"], errors="coerce").dropna()
-        q = latency.quantile([0.5, 0.9, 0.99]) if len(latency) else pd.Series([None] * 3, index=[0.5, 0.9, 0.99])
-        rows.append({"backend": backend, "calls": c.attempted, "errors": c.errors,
-                     "error_rate": c.error_rate, "latency_p50_s": q[0.5], "latency_p90_s": q[0.9],
-                     "latency_p99_s": q[0.99], **c.parse, "recovered": c.recovered,
-                     "input_tokens": int(pd.to_numeric(m["input_tokens"], errors="coerce").fillna(0).sum()),
-                     "output_tokens": int(pd.to_numeric(m["output_tokens"], errors="coerce").fillna(0).sum()),
-                     "usd": float(pd.to_numeric(m["usd"], errors="coerce").fillna(0).sum())})
+    rows = [{"backend": e.backend, "calls": e.members, "errors": e.errors, "error_rate": e.error_rate,
+             "latency_p50_s": e.calls.latency_p50, "latency_p90_s": e.calls.latency_p90,
+             "latency_p99_s": e.calls.latency_p99, **{o: e.parse.get(o, 0) for o in PARSE_OUTCOMES},
+             "recovered": e.recovered, "input_tokens": e.calls.input_tokens, "output_tokens": e.calls.output_tokens,
+             "usd": e.calls.usd} for e in sorted(task.backends, key=lambda e: e.backend)]
     return pd.DataFrame(rows, columns=columns)

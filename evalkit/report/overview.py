@@ -21,6 +21,7 @@ from typing import Any, Mapping
 from evalkit.errors import CorpusError
 from evalkit.results import runfolder
 from evalkit.results.records import RunRecord
+from evalkit.results.summary import TaskSummary, read_summary
 from evalkit.status import OK, PARSE_OUTCOMES
 
 FAULTS = tuple(o for o in PARSE_OUTCOMES if o != OK)  # scored answers with a fault: counted apart, never errors
@@ -59,7 +60,7 @@ def _run_block(run: RunRecord) -> list[str]:
     return [RUN_START, f'<dl class="run">{items}</dl>', RUN_END]
 
 
-def _table(tasks: Mapping[str, Any]) -> list[str]:
+def _table(tasks: Mapping[str, TaskSummary]) -> list[str]:
     e = html.escape
     out = ['<table class="overview"><thead><tr><th>task</th><th>headline metric</th><th>backend</th>'
            '<th>mean (tuned)</th><th>95% CI</th><th>held-out mean (n)</th><th>passed / N</th><th>errors</th>'
@@ -67,30 +68,28 @@ def _table(tasks: Mapping[str, Any]) -> list[str]:
            + "".join(f"<th>{o.replace('_', ' ')}</th>" for o in FAULTS)
            + "</tr></thead><tbody>"]
     for task, t in tasks.items():
-        for b in t.get("backends") or []:
-            name = t["headline"] if t["headline"] in b["metrics"] else "score"
-            f = b["metrics"][name] if name != "score" else b["score"]
-            ci = f"[{f['ci'][0]:.3f}, {f['ci'][1]:.3f}]" if f.get("ci") else "—"
-            held = b.get("heldout")  # held-out members: reported apart, never in the tuned mean
-            hf = (held["metrics"].get(name) if name != "score" else held["score"]) if held else None
-            held_cell = f"{_pct(hf.get('mean'))} ({held['scored']})" if hf else "—"
-            out.append(f"<tr><td>{e(task)}</td><td>{e(name)}</td><td>{e(b['backend'])}</td>"
-                       f'<td class="num">{_pct(f.get("mean"))}</td><td class="num ci">{ci}</td>'
+        for b in t.backends:
+            name, f = b.headline(t.headline)
+            ci = f"[{f.ci[0]:.3f}, {f.ci[1]:.3f}]" if f.ci else "—"
+            hf = b.heldout_figure(name)  # held-out members: reported apart, never in the tuned mean
+            held_cell = f"{_pct(hf.mean)} ({b.heldout.scored})" if hf and b.heldout else "—"
+            out.append(f"<tr><td>{e(task)}</td><td>{e(name)}</td><td>{e(b.backend)}</td>"
+                       f'<td class="num">{_pct(f.mean)}</td><td class="num ci">{ci}</td>'
                        f'<td class="num">{held_cell}</td>'
-                       f'<td class="num">{b["passed"]}/{b["members"]}</td><td class="num">{b["errors"]}</td>'
-                       f'<td class="num">{len(b["skipped"])}</td><td class="num">{len(b["not_covered"])}</td>'
-                       + "".join(f'<td class="num">{(b.get("parse") or {}).get(o, 0)}</td>' for o in FAULTS) + "</tr>")
+                       f'<td class="num">{b.passed}/{b.members}</td><td class="num">{b.errors}</td>'
+                       f'<td class="num">{len(b.skipped)}</td><td class="num">{len(b.not_covered)}</td>'
+                       + "".join(f'<td class="num">{b.parse.get(o, 0)}</td>' for o in FAULTS) + "</tr>")
     out.append("</tbody></table>")
     return out
 
 
-def _skipped(tasks: Mapping[str, Any]) -> list[str]:
+def _skipped(tasks: Mapping[str, TaskSummary]) -> list[str]:
     e = html.escape
-    rows = [(task, s) for task, t in tasks.items() for s in t.get("skipped") or []]
+    rows = [(task, s) for task, t in tasks.items() for s in t.skipped]
     if not rows:
         return []
-    items = "".join(f"<li><strong>{e(task)}/{e(str(s['member']))}</strong> {e(str(s.get('status') or ''))}: "
-                    f"{e(str(s.get('reason') or ''))}</li>" for task, s in rows)
+    items = "".join(f"<li><strong>{e(task)}/{e(s.member)}</strong> {e(s.status or '')}: "
+                    f"{e(s.reason or '')}</li>" for task, s in rows)
     return [f"<h2>Skipped members ({len(rows)})</h2>",
             "<p>Not extracted: their source is not here (or fails its sha256). Each line says where to put it.</p>",
             f'<ul class="skipped">{items}</ul>']
@@ -102,8 +101,8 @@ def overview_html(run_dir: str | Path) -> str:
         run = runfolder.read_run_json(run_dir)
     except CorpusError:  # unreadable, or not a run.json (`RecordError`): the page goes without its run block
         run = RunRecord()
-    summary = runfolder.read_summary(run_dir) or {}
-    tasks = summary.get("tasks") or {}
+    summary = read_summary(run_dir)
+    tasks = summary.tasks if summary else {}
     parts = _run_block(run)
     if tasks:
         parts += ["<h2>Results per task and backend</h2>", *_table(tasks), *_skipped(tasks)]

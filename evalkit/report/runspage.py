@@ -27,7 +27,7 @@ from evalkit._util.jsonio import write_text
 from evalkit.backends.redact import scrub
 from evalkit.errors import UsageError
 from evalkit.report import chrome
-from evalkit.results.history import INDEX_NAME, index_path, read_history
+from evalkit.results.history import INDEX_NAME, HistoryLine, index_path, read_history
 from evalkit.results.runfolder import COMPARE, DIFF, INDEX, page
 from evalkit.results.scoreboard import _selected, locked
 from evalkit.scoring.stats import mean
@@ -63,32 +63,30 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def group_runs(lines: Iterable[Mapping[str, Any]]) -> list[RunRow]:
-    """The runs of these history lines, newest first (by their latest line's time, then id)."""
-    latest: dict[str, dict[tuple[str, str, str], Mapping[str, Any]]] = {}
+def group_runs(lines: Iterable[HistoryLine]) -> list[RunRow]:
+    """The runs of these history lines (`read_history`), newest first (by their latest line's time, then id)."""
+    latest: dict[str, dict[tuple[str, str, str], HistoryLine]] = {}
     for line in lines:
-        if not isinstance(line, Mapping) or not line.get("run_id"):
-            continue
-        key = (_text(line.get("task")), _text(line.get("member")), _text(line.get("backend")))
-        mine = latest.setdefault(_text(line["run_id"]), {})
-        if key not in mine or _text(line.get("time")) >= _text(mine[key].get("time")):
+        key = (_text(line.task), _text(line.member), _text(line.backend))
+        mine = latest.setdefault(line.run_id, {})
+        if key not in mine or _text(line.time) >= _text(mine[key].time):
             mine[key] = line
     rows = [_row(run_id, outcomes) for run_id, outcomes in latest.items()]
     return sorted(rows, key=lambda r: (r.when, r.run_id), reverse=True)
 
 
-def _row(run_id: str, outcomes: Mapping[tuple[str, str, str], Mapping[str, Any]]) -> RunRow:
+def _row(run_id: str, outcomes: Mapping[tuple[str, str, str], HistoryLine]) -> RunRow:
     values = list(outcomes.values())
-    newest = max(values, key=lambda x: _text(x.get("time")))
-    row = RunRow(run_id, when=_text(newest.get("time")), command=newest.get("command"),
+    newest = max(values, key=lambda x: _text(x.time))
+    row = RunRow(run_id, when=_text(newest.time), command=newest.command,
                  tasks=sorted({t for t, _, _ in outcomes}), backends=sorted({b for _, _, b in outcomes}),
-                 members=len(values), passed=sum(x.get("passed") is True for x in values),
-                 errors=sum(x.get("status") == ERROR for x in values))
+                 members=len(values), passed=sum(x.passed is True for x in values),
+                 errors=sum(x.status == ERROR for x in values))
     scores: dict[tuple[str, str], dict[str, list[Any]]] = {}  # one pass: a sweep may hold thousands
     for (task, _, backend), x in sorted(outcomes.items()):
         sides = scores.setdefault((task, backend), {"tuned": [], "heldout": []})
-        if x.get("status", SCORED) == SCORED:
-            sides["heldout" if x.get("heldout") else "tuned"].append(x.get("score"))
+        if x.status == SCORED:
+            sides["heldout" if x.heldout else "tuned"].append(x.score)
     row.means = {pair: {side: (mean(v), sum(s is not None for s in v)) if v else None for side, v in sides.items()}
                  for pair, sides in scores.items()}
     return row

@@ -44,9 +44,10 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from evalkit._util.jsonio import canonical_sha, read_json, write_text
+from evalkit._util.typed import Bool, Int, Num, Record, RecordError, check_version
 from evalkit.backends.spec import redact_stored
 from evalkit.corpus.tasks import DEFAULT_CORPUS, HELDOUT, TUNED, group_of
 from evalkit.errors import BandError, CorpusError, UsageError
@@ -56,9 +57,9 @@ from evalkit.scoring.stats import CONFIDENCE, RESAMPLES, SEED, mean, mean_ci, su
 from evalkit.status import SCORED, status_of
 
 __all__ = ["FLOOR", "HIGHER_IS_BETTER", "direction", "is_gated", "BAND_NAME", "SCHEMA_VERSION", "BandError",
-           "band_path", "collect", "compute_band", "write_band", "load_band", "render_markdown", "update_readme",
+           "band_path", "collect", "compute_band", "write_band", "render_markdown", "update_readme",
            "README_START", "README_END", "check_repeats", "check_independent", "member_sd",
-           "refuse_identical", "collect_samples"]
+           "refuse_identical", "collect_samples", "Band", "BandTask", "BandGroup", "BandMetric", "read_band"]
 
 BAND_NAME = "band.json"
 SCHEMA_VERSION = 1
@@ -321,13 +322,70 @@ def compute_band(sweeps: Sequence[str | Path], *, tasks: Iterable[str] | None = 
     }
 
 
-def write_band(path: str | Path, band: Mapping[str, Any]) -> Path:
+class BandMetric(Record):
+    """One metric's band (the module docstring names each key)."""
+
+    band: Optional[Num] = None
+    spread: Optional[Num] = None
+    sweep_means: list[Optional[Num]] = []
+    mean: Optional[Num] = None
+    ci: Optional[list[Num]] = None
+    n: Optional[Int] = None
+    member_sd: Optional[Num] = None
+    gated: Optional[Bool] = None
+
+
+class BandGroup(Record):
+    """The members a band was measured over (tuned, or held out) and each metric's band."""
+
+    members: Optional[Int] = None
+    metrics: dict[str, BandMetric] = {}
+
+
+class BandTask(BandGroup):
+    heldout: Optional[BandGroup] = None  # the held-out members' own block, when the task has any
+
+    def group(self, group: str) -> BandGroup | None:
+        return self if group == TUNED else self.heldout
+
+
+class Band(Record):
+    """band.json (module docstring)."""
+
+    schema_version: Int = SCHEMA_VERSION
+    floor: Optional[Num] = None
+    bootstrap: dict[str, Any] = {}
+    sweeps: list[dict[str, Any]] = []
+    tasks: dict[str, BandTask] = {}
+
+    def metric(self, task: str, metric: str, group: str = TUNED) -> BandMetric | None:
+        """`metric`'s band for the task's tuned (or held-out) members; None when the file has none."""
+        t = self.tasks.get(task)
+        block = t.group(group) if t is not None else None
+        return block.metrics.get(metric) if block is not None else None
+
+
+def band_of(data: Any, path: str | Path) -> Band:
+    """`data` (band.json's JSON) as a `Band`; `BandError` naming the file and the key of a wrong value."""
+    if not isinstance(data, dict) or not isinstance(data.get("tasks"), dict):
+        raise BandError(f"{path}: not a band file of schema_version {SCHEMA_VERSION}")
+    try:
+        check_version(data, SCHEMA_VERSION, path)
+        return Band.from_json(data, path)
+    except RecordError as e:
+        raise BandError(str(e)) from None
+
+
+def write_band(path: str | Path, band: Mapping[str, Any] | Band) -> Path:
+    """The one writer of band.json, typed on the way out."""
     path = Path(path)
-    write_json(path, band)
+    data = band.to_json() if isinstance(band, Band) else band
+    write_json(path, band_of(data, path).to_json())
     return path
 
 
-def load_band(path: str | Path, *, must_exist: bool = False) -> dict[str, Any] | None:
+def read_band(path: str | Path, *, must_exist: bool = False) -> Band | None:
+    """The one reader of band.json (None when absent, unless `must_exist`)."""
     path = Path(path)
     if not path.is_file():
         if must_exist:
@@ -337,9 +395,7 @@ def load_band(path: str | Path, *, must_exist: bool = False) -> dict[str, Any] |
         data = read_json(path)
     except CorpusError as e:
         raise BandError(str(e)) from None
-    if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION or not isinstance(data.get("tasks"), dict):
-        raise BandError(f"{path}: not a band file of schema_version {SCHEMA_VERSION}")
-    return data
+    return band_of(data, path)
 
 
 def _f(x: Any, digits: int = 3) -> str:

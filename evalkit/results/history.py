@@ -26,17 +26,40 @@ import json
 import math
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from evalkit._util import jsonio
+from evalkit._util.typed import Bool, Num, Record, Str
 from evalkit.results.runfolder import scan, sweep_of
-from evalkit.results.scoreboard import _selected, locked, numeric_metrics
+from evalkit.results.scoreboard import Metric, _selected, locked, numeric_metrics
 from evalkit.status import ERROR, SCORED, failure_of
 
 __all__ = ["INDEX_NAME", "index_path", "history_lines", "append_history", "read_history", "history_frame",
-           "trend_frame", "run_means"]
+           "trend_frame", "run_means", "HistoryLine"]
 
 INDEX_NAME = "index.jsonl"
+# A line has no ``schema_version`` (one a line would be most of a short line): a line without one is version 1,
+# and a format that changed would add the key to its lines.
+
+
+class HistoryLine(Record):
+    """One line of the history (module docstring): a scored or errored member × backend of one run."""
+
+    run_id: Str
+    time: Optional[Str] = None
+    task: Optional[Str] = None
+    member: Optional[Str] = None
+    backend: Optional[Str] = None
+    model: Optional[Str] = None
+    status: Str = SCORED  # lines written before errors were recorded are all scored
+    score: Optional[Num] = None
+    passed: Optional[Bool] = None
+    metrics: dict[str, Metric] = {}
+    cause: Optional[Str] = None  # of an error
+    message: Optional[Str] = None
+    cost: dict[str, Any] = {}
+    command: Optional[Str] = None
+    heldout: Bool = False  # written (true) only for a held-out member
 
 
 def index_path(run_dir: str | Path) -> Path:
@@ -44,8 +67,8 @@ def index_path(run_dir: str | Path) -> Path:
     return (sweep_of(run_dir) or Path(run_dir)).parent / INDEX_NAME
 
 
-def _key(line: dict[str, Any]) -> tuple:
-    return (line.get("run_id"), line.get("time"), line.get("task"), line.get("member"), line.get("backend"))
+def _key(line: HistoryLine) -> tuple:
+    return line.run_id, line.time, line.task, line.member, line.backend
 
 
 def _finite(value: Any) -> Any:
@@ -53,7 +76,7 @@ def _finite(value: Any) -> Any:
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
-def history_lines(run_result: Any) -> list[dict[str, Any]]:
+def history_lines(run_result: Any) -> list[HistoryLine]:
     """The index lines of a run: a RunResult / SweepResult (scored and errored outcomes) or a run folder path."""
     root, keys = _selected(run_result, (SCORED, ERROR))
     lines = []
@@ -65,7 +88,7 @@ def history_lines(run_result: Any) -> list[dict[str, Any]]:
             continue  # a similarity to another backend (--reference) is not a point on an accuracy trend
         run = ext.get("run") or {}
         failed = failure_of(score)
-        lines.append({
+        lines.append(HistoryLine.from_json({
             "run_id": s.run_id,
             "time": s.started(rj) or datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "task": s.task,
@@ -79,23 +102,26 @@ def history_lines(run_result: Any) -> list[dict[str, Any]]:
             "cost": {k: run.get(k) for k in ("input_tokens", "output_tokens", "usd", "calls")},
             "command": rj.get("command"),
             **({"heldout": True} if f"{s.task}/{s.member}" in (rj.get("heldout") or ()) else {}),
-        })
+        }, s.home))
     return lines
 
 
-def read_history(index: str | Path) -> list[dict[str, Any]]:
-    """Every line of the index (a torn last line from a crashed writer is ignored)."""
+def read_history(index: str | Path) -> list[HistoryLine]:
+    """Every line of the index (a torn line from a crashed writer, or one that is not an object, is ignored); a
+    value of the wrong type is one `RecordError` naming the file, the line and the key."""
     index = Path(index)
     if not index.exists():
         return []
     out = []
-    for text in index.read_text(encoding="utf-8").splitlines():
+    for n, text in enumerate(index.read_text(encoding="utf-8").splitlines(), 1):
         if not text.strip():
             continue
         try:
-            out.append(json.loads(text))
+            data = json.loads(text)
         except json.JSONDecodeError:
             continue
+        if isinstance(data, dict) and data.get("run_id"):
+            out.append(HistoryLine.from_json(data, f"{index}:{n}"))
     return out
 
 
@@ -113,7 +139,7 @@ def append_history(run_result: Any, index: str | Path | None = None) -> int:
             index.parent.mkdir(parents=True, exist_ok=True)
             with open(index, "a", encoding="utf-8") as f:
                 for line in new:
-                    f.write(jsonio.line(line, index))
+                    f.write(jsonio.line(line.to_json(), index))
     return len(new)
 
 
@@ -123,12 +149,11 @@ def history_frame(index: str | Path):
 
     rows = []
     for line in read_history(index):
-        for metric, value in (line.get("metrics") or {}).items():
+        for metric, value in line.metrics.items():
             if value is None:
                 continue
-            rows.append({"run_id": line.get("run_id"), "time": line.get("time"), "task": line.get("task"),
-                         "member": line.get("member"), "backend": line.get("backend"), "model": line.get("model"),
-                         "metric": metric, "value": float(value)})
+            rows.append({"run_id": line.run_id, "time": line.time, "task": line.task, "member": line.member,
+                         "backend": line.backend, "model": line.model, "metric": metric, "value": float(value)})
     cols = ["run_id", "time", "task", "member", "backend", "model", "metric", "value"]
     return pd.DataFrame(rows, columns=cols)
 

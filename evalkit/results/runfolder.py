@@ -58,7 +58,7 @@ __all__ = [
     "EXTRACTION", "SCORE", "JUDGMENTS", "EXTRACT_NB", "SCORE_NB", "SWEEP_JSON", "SWEEP_LOG", "FILES", "page",
     "task_dir", "member_dir", "sweep_member_dir", "sweep_of", "Home", "read_extraction", "write_extraction", "read_score",
     "write_score", "read_judgments", "write_judgments", "clear_judgments", "read_pairwise", "write_pairwise",
-    "clear_pairwise", "write_judge_json", "read_run_json", "write_run_json", "merge_run_json", "read_summary", "write_summary", "read_sweep_json",
+    "clear_pairwise", "write_judge_json", "read_run_json", "write_run_json", "merge_run_json", "read_sweep_json",
     "write_sweep_json", "append_sweep_members", "is_unfinished", "mark_unfinished", "mark_finished", "RunLocked", "hold",
     "Scored", "scan", "task_results", "BATCHES", "read_batches", "write_batches", "clear_batches", "SAMPLES", "sample_dir",
     "sample_base", "sample_dirs", "read_sample_scores", "clear_samples", "read_diff", "write_diff", "iter_scan",
@@ -314,15 +314,6 @@ def merge_run_json(previous: Mapping[str, Any], current: Mapping[str, Any]) -> R
     """run.json after a run into a folder earlier runs wrote to (`RunRecord.merged`)."""
     as_record = lambda r: r if isinstance(r, RunRecord) else RunRecord.from_json(dict(r), RUN_JSON)  # noqa: E731
     return as_record(previous).merged(as_record(current))
-
-
-def read_summary(run_dir: str | Path) -> dict[str, Any] | None:
-    """summary.json (`evalkit.results.summary`), or None when absent or unreadable."""
-    return _read_dict(Path(run_dir) / SUMMARY_JSON)
-
-
-def write_summary(run_dir: str | Path, summary: Mapping[str, Any]) -> None:
-    write_json(Path(run_dir) / SUMMARY_JSON, summary)
 
 
 def read_sweep_json(sweep_dir: str | Path) -> dict[str, Any]:

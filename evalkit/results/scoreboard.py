@@ -35,9 +35,12 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Annotated, Any, Iterable, Iterator, Mapping, Optional, Union
+
+from pydantic import Field, StrictBool, StrictFloat, StrictInt
 
 from evalkit._util.jsonio import dumps, read_json, write_json
+from evalkit._util.typed import Bool, Num, Record, RecordError, Str, check_version
 from evalkit.backends import label_folder
 from evalkit.backends.spec import redact_stored
 from evalkit.corpus.sources import sha256_file
@@ -50,7 +53,7 @@ __all__ = [
     "SCHEMA_VERSION", "BOARD_NAME", "ScoreboardError", "board_path", "dumps", "load_board",
     "write_json", "locked", "edit_board", "run_block", "entry_for", "settings_of",
     "truth_sha256", "update_scoreboard", "iter_entries", "numeric_metrics", "ARCHIVE", "archive_path", "archived",
-    "read_archived",
+    "read_archived", "Board", "BoardEntry", "RunBlock", "read_board", "write_board",
 ]
 
 SCHEMA_VERSION = 1
@@ -64,26 +67,113 @@ def board_path(corpus: str | Path | None = None) -> Path:
     return Path(corpus or DEFAULT_CORPUS) / BOARD_NAME
 
 
+# A board metric: a number, a boolean or null (`numeric_metrics`), kept as it was (True is never 1).
+Metric = Annotated[Union[StrictBool, StrictInt, StrictFloat, None], Field(union_mode="left_to_right")]
+
+
+class RunBlock(Record):
+    """Who ran an entry, when, with what, at what cost (`run_block`)."""
+
+    run_id: Optional[Str] = None
+    date: Optional[Str] = None
+    model: Optional[Str] = None
+    evalkit_version: Optional[Str] = None
+    backend: dict[str, Any] = {}
+    request_sha256: Optional[Str] = None
+    input_tokens: Optional[StrictInt] = None
+    output_tokens: Optional[StrictInt] = None
+    usd: Optional[Num] = None
+    latency_s: Optional[Num] = None
+    calls: Optional[StrictInt] = None
+    replayed: Optional[Bool] = None
+    parse: Optional[Str] = None
+    truncated: Any = None
+    error: Any = None
+
+
+class BoardEntry(Record):
+    """One task × member × backend's standing (`entry_for`; the module docstring shows its keys)."""
+
+    run: RunBlock = RunBlock()
+    run_folder: Optional[Str] = None
+    archive: Optional[Str] = None
+    truth_sha256: Optional[Str] = None
+    settings: dict[str, Any] = {}
+    metrics: dict[str, Metric] = {}
+    passed: Optional[Bool] = None
+    samples: Optional[dict[str, Any]] = None  # only under --samples K > 1
+    justifications: Optional[dict[str, dict[str, Any]]] = None  # only when a regression was accepted
+    identity: Optional[dict[str, Any]] = None  # a BYOM board's entry (`evalkit.board.publish`): the member's identity
+    published: Optional[Str] = None  # … and the date it was published
+
+    @property
+    def score(self) -> Any:
+        return self.metrics.get("score")
+
+
+class Board(Record):
+    """The scoreboard file: ``tasks`` → member → backend label → `BoardEntry`."""
+
+    schema_version: StrictInt = SCHEMA_VERSION
+    tasks: dict[str, dict[str, dict[str, BoardEntry]]] = {}
+
+    def entries(self) -> Iterator[tuple[str, str, str, BoardEntry]]:
+        """(task, member, backend label, entry) in sorted order."""
+        for task in sorted(self.tasks):
+            for member in sorted(self.tasks[task]):
+                for label in sorted(self.tasks[task][member]):
+                    yield task, member, label, self.tasks[task][member][label]
+
+    def by_task(self, tasks: Iterable[str] | None = None) -> dict[str, dict[str, dict[str, BoardEntry]]]:
+        """{task: {label: {member: entry}}} — the shape `evalkit check` compares."""
+        want = set(tasks) if tasks else None
+        out: dict[str, dict[str, dict[str, BoardEntry]]] = {}
+        for task, member, label, entry in self.entries():
+            if want is None or task in want:
+                out.setdefault(task, {}).setdefault(label, {})[member] = entry
+        return out
+
+
 def empty_board() -> dict[str, Any]:
     return {"schema_version": SCHEMA_VERSION, "tasks": {}}
 
 
-def load_board(path: str | Path, *, must_exist: bool = False) -> dict[str, Any]:
+def board_of(data: Any, path: str | Path) -> Board:
+    """`data` (a board file's JSON) as a `Board`; `ScoreboardError` naming the file and key of a wrong value."""
+    if not isinstance(data, dict) or not isinstance(data.get("tasks"), dict):
+        raise ScoreboardError(f"{path}: not a scoreboard (expected an object with `tasks`)")
+    try:
+        check_version(data, SCHEMA_VERSION, path)
+        return Board.from_json(data, path)
+    except RecordError as e:
+        raise ScoreboardError(str(e)) from None
+
+
+def read_board(path: str | Path, *, must_exist: bool = False) -> Board:
+    """The one reader of a scoreboard file (an empty board when it is absent, unless `must_exist`)."""
     path = Path(path)
     if not path.exists():
         if must_exist:
             raise ScoreboardError(f"{path}: no scoreboard yet (write one with `evalkit sweep --update-scoreboard` "
                                   "or `evalkit run … --update-scoreboard`)")
-        return empty_board()
+        return Board.from_json(empty_board(), path)
     try:
         data = read_json(path)
     except CorpusError as e:
         raise ScoreboardError(str(e)) from None
-    if not isinstance(data, dict) or not isinstance(data.get("tasks"), dict):
-        raise ScoreboardError(f"{path}: not a scoreboard (expected an object with `tasks`)")
-    if data.get("schema_version") != SCHEMA_VERSION:
-        raise ScoreboardError(f"{path}: schema_version {data.get('schema_version')!r} is not {SCHEMA_VERSION}")
-    return data
+    return board_of(data, path)
+
+
+def write_board(path: str | Path, board: Mapping[str, Any] | Board) -> None:
+    """The one writer: the board typed on the way out (a wrong value is refused before anything is written),
+    with its schema_version."""
+    data = board.to_json() if isinstance(board, Board) else board
+    write_json(path, board_of({"schema_version": SCHEMA_VERSION, **data}, path).to_json())
+
+
+def load_board(path: str | Path, *, must_exist: bool = False) -> dict[str, Any]:
+    """The board as plain JSON, for a read-modify-write (`edit_board`): `read_board`'s, as it was read."""
+    return read_board(path, must_exist=must_exist).to_json()
 
 
 @contextmanager
@@ -107,11 +197,12 @@ def edit_board(path: str | Path) -> Iterator[dict[str, Any]]:
     with locked(path):
         board = load_board(path)
         yield board
-        write_json(path, board)
+        write_board(path, board)
 
 
 def iter_entries(board: Mapping[str, Any]) -> Iterator[tuple[str, str, str, dict[str, Any]]]:
-    """(task, member, backend label, entry) in sorted order."""
+    """(task, member, backend label, entry) in sorted order, of a board being edited (`edit_board`'s JSON);
+    a reader iterates `Board.entries`."""
     for task in sorted(board.get("tasks", {})):
         for member in sorted(board["tasks"][task]):
             for label in sorted(board["tasks"][task][member]):
@@ -302,13 +393,3 @@ def update_scoreboard(run_result: Any, board_path: str | Path, justifications: M
             write_json(board_path.parent / entry["archive"], archived(s.extraction(), pointer))
             board["tasks"].setdefault(s.task, {}).setdefault(s.member, {})[s.backend] = entry
     return [(s.task, s.member, s.backend) for s, _ in entries]
-
-
-def entries_by_task(board: Mapping[str, Any], tasks: Iterable[str] | None = None) -> dict[str, dict[str, dict[str, Any]]]:
-    """{task: {label: {member: entry}}} — the shape `evalkit check` compares."""
-    want = set(tasks) if tasks else None
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for task, member, label, entry in iter_entries(board):
-        if want is None or task in want:
-            out.setdefault(task, {}).setdefault(label, {})[member] = entry
-    return out

@@ -27,7 +27,7 @@ backends, members, skipped members and held-out members). Per task and backend:
 
 Errors are left out of every mean and interval (`evalkit.status`). Resampling seeds are per (task,
 metric) (`stats.sub_seed`), the same for every backend, so two backends' intervals resample alike. Keys
-are sorted when written (`runfolder.write_summary`): the same run gives the same bytes.
+are sorted when written (`_write`, through `jsonio`): the same run gives the same bytes.
 """
 
 from __future__ import annotations
@@ -35,8 +35,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
+from evalkit._util.jsonio import read_json, write_json
+from evalkit._util.typed import Int, Num, Record, Str, check_version
 from evalkit.backends.base import Completion
 from evalkit.results import runfolder
 from evalkit.results.calls import call_figures
@@ -45,9 +47,153 @@ from evalkit.results.samples import backend_figures
 from evalkit.scoring.stats import SEED, as_number, mean, mean_ci, micro_f1, micro_f1_ci, sub_seed
 from evalkit.status import NOT_COVERED, OK, REFUSED, SCORED, SKIPPED, count, row_of
 
-__all__ = ["summarize", "write_summary", "completion_of", "figure", "backend_line"]
+__all__ = ["summarize", "write_summary", "read_summary", "completion_of", "figure", "backend_line", "Summary",
+           "TaskSummary", "BackendEntry", "Figure", "Calls", "Skip", "SCHEMA_VERSION", "task_summary"]
 
 COUNTS = ("tp", "fp", "fn")
+# summary.json's format. The file has no ``schema_version`` key (it never had one, and adding it would change
+# every summary.json's bytes): a file without one is version 1; a version 2 would write the key.
+SCHEMA_VERSION = 1
+
+
+# ----------------------------------------------------------------------------- the file, typed
+
+
+class Figure(Record):
+    """A mean, its bootstrap CI and how many values it is over (`figure`)."""
+
+    mean: Optional[Num] = None
+    ci: Optional[list[Num]] = None
+    n: Int = 0
+
+
+class Skip(Record):
+    """A member the integrity gate left out: its status (skipped / refused) and the reason, which names the fix."""
+
+    member: Str
+    status: Optional[Str] = None
+    reason: Optional[Str] = None
+
+
+class Calls(Record):
+    """What a backend's calls took (`pool.call_figures`): never a count of outcomes."""
+
+    calls: Int = 0
+    latency_p50: Optional[Num] = None
+    latency_p90: Optional[Num] = None
+    latency_p99: Optional[Num] = None
+    input_tokens: Int = 0
+    output_tokens: Int = 0
+    cache_read_tokens: Int = 0
+    cache_write_tokens: Int = 0
+    batched: Int = 0
+    usd: Num = 0.0
+    replayed: Int = 0
+
+
+class Heldout(Record):
+    """The held-out members' figures, apart from the tuned ones'."""
+
+    scored: Int = 0
+    passed: Int = 0
+    score: Figure = Figure()
+    metrics: dict[str, Figure] = {}
+
+
+class BackendEntry(Record):
+    """One backend of one task: its counts (`evalkit.status.count`), figures and calls — the one place the
+    pages read a backend's error rate and call figures from."""
+
+    backend: Str
+    members: Int
+    scored: Int
+    passed: Int
+    failed: Int
+    errors: Int
+    error_rate: Optional[Num] = None
+    causes: dict[str, Int] = {}
+    parse: dict[str, Int] = {}
+    recovered: Int = 0
+    skipped: list[Skip] = []
+    not_covered: list[Str] = []
+    score: Figure = Figure()
+    metrics: dict[str, Figure] = {}
+    heldout: Optional[Heldout] = None
+    calls: Calls = Calls()
+    samples: Optional[dict[str, Any]] = None  # only under --samples K > 1 (`samples.backend_figures`)
+
+    def headline(self, headline: str) -> tuple[str, Figure]:
+        """The task's headline metric as this backend has it (``score`` when it has no such metric) and its figure."""
+        name = headline if headline in self.metrics else "score"
+        return name, self.metrics[name] if name != "score" else self.score
+
+    def heldout_figure(self, name: str) -> Figure | None:
+        """The held-out members' figure of `name` (None without held-out members, or without that metric)."""
+        if self.heldout is None:
+            return None
+        return self.heldout.score if name == "score" else self.heldout.metrics.get(name)
+
+
+class TaskSummary(Record):
+    headline: Str = "score"
+    members: list[Str] = []
+    skipped: list[Skip] = []
+    backends: list[BackendEntry] = []
+
+    def backend(self, label: str) -> BackendEntry | None:
+        return next((b for b in self.backends if b.backend == label), None)
+
+
+class RunBackend(Record):
+    label: Optional[Str] = None
+    spec: Optional[Str] = None
+    model: Optional[Str] = None
+    cassette_sha256: Optional[Str] = None
+
+
+class Summary(Record):
+    """summary.json: per task and backend, counts, means with CIs, calls (module docstring)."""
+
+    corpus: Optional[Str] = None
+    reference: Optional[Str] = None
+    evalkit_version: Optional[Str] = None
+    backends: list[RunBackend] = []
+    tasks: dict[str, TaskSummary] = {}
+
+    def entries(self) -> Iterable[tuple[str, TaskSummary, BackendEntry]]:
+        """(task, its summary, one backend's entry) in task order, the run's backend order within a task."""
+        for name, task in sorted(self.tasks.items()):
+            for entry in task.backends:
+                yield name, task, entry
+
+    def labels(self) -> set[str]:
+        """Every backend some task has an entry for (a backend whose every member was not covered included)."""
+        return {e.backend for _, _, e in self.entries()}
+
+
+def read_summary(run_dir: str | Path) -> Summary | None:
+    """The run folder's summary.json (None when it has none yet); `RecordError` naming the key of a wrong value."""
+    path = Path(run_dir) / runfolder.SUMMARY_JSON
+    if not path.is_file():
+        return None
+    data = read_json(path)
+    check_version(data, SCHEMA_VERSION, path)
+    return Summary.from_json(data, path)
+
+
+def task_summary(run_dir: str | Path, task: str) -> TaskSummary:
+    """One task's block of summary.json as `summarize` makes it from the task's results now: what a task page shows
+    (its report notebook runs before the run writes summary.json, so it cannot read the file; it computes the same
+    model with the same function, never counts a second way)."""
+    run_dir = Path(run_dir)
+    data = summarize(runfolder.task_results(run_dir, task), runfolder.read_run_json(run_dir))
+    return Summary.from_json(data, run_dir / runfolder.SUMMARY_JSON).tasks.get(task) or TaskSummary()
+
+
+def _write(run_dir: Path, data: Mapping[str, Any]) -> None:
+    """summary.json, typed on the way out: a value of the wrong type is refused before it is written."""
+    path = run_dir / runfolder.SUMMARY_JSON
+    write_json(path, Summary.from_json(data, path).to_json())
 
 
 def completion_of(run: Mapping[str, Any] | None) -> Any:
@@ -178,7 +324,7 @@ def write_summary(run_dir: str | Path) -> dict[str, Any]:
     """Summarize the run folder (`runfolder.scan`, every status) and write its summary.json; returns it."""
     run_dir = Path(run_dir)
     data = summarize(runfolder.scan(run_dir, status=None, unscored=True), runfolder.read_run_json(run_dir))
-    runfolder.write_summary(run_dir, data)
+    _write(run_dir, data)
     return data
 
 
@@ -206,7 +352,7 @@ def write_sweep_summary(sweep_dir: str | Path, run_dirs: Iterable[str | Path]) -
         merged["skipped"] += run_json.skipped
         merged["heldout"] += sorted(run_json.heldout)
     data = summarize(results, merged)
-    runfolder.write_summary(sweep_dir, data)
+    _write(sweep_dir, data)
     return data
 
 
@@ -217,29 +363,26 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
-def backend_line(entry: Mapping[str, Any], headline: str) -> str:
+def backend_line(entry: BackendEntry, headline: str) -> str:
     """One backend of one task in a line (never pooled with another backend): passed/N, errors, the
     headline's mean with its CI, skipped and not covered."""
-    line = f"{entry['backend']}: {entry['passed']}/{entry['members']} passed"
-    if entry["errors"]:
-        line += f" · {entry['errors']} error{'s' if entry['errors'] > 1 else ''}"
-    for outcome, n in (entry.get("parse") or {}).items():  # scored answers with a fault: counted, not errors
+    line = f"{entry.backend}: {entry.passed}/{entry.members} passed"
+    if entry.errors:
+        line += f" · {entry.errors} error{'s' if entry.errors > 1 else ''}"
+    for outcome, n in entry.parse.items():  # scored answers with a fault: counted, not errors
         if outcome != OK and n:
             line += f" · {n} {outcome.replace('_', ' ')}"
-    name = headline if headline in entry["metrics"] else "score"
-    fig = entry["metrics"][name] if name != "score" else entry["score"]
-    if fig.get("mean") is not None:
-        ci = fig.get("ci")
-        line += f" · mean {name} {_pct(fig['mean'])}"
-        if ci:
-            line += f" [{_pct(ci[0])}, {_pct(ci[1])}]"
-        line += f" over {fig['n']} scored"
-    held = entry.get("heldout")
-    if held:  # reported apart, never in the mean above
-        hf = held["metrics"][name] if name != "score" and name in held["metrics"] else held["score"]
-        line += f" · held out {held['scored']}: mean {_pct(hf.get('mean'))}"
-    if entry["skipped"]:
-        line += f" · {len(entry['skipped'])} skipped"
-    if entry["not_covered"]:
-        line += f" · {len(entry['not_covered'])} not covered"
+    name, fig = entry.headline(headline)
+    if fig.mean is not None:
+        line += f" · mean {name} {_pct(fig.mean)}"
+        if fig.ci:
+            line += f" [{_pct(fig.ci[0])}, {_pct(fig.ci[1])}]"
+        line += f" over {fig.n} scored"
+    if entry.heldout:  # reported apart, never in the mean above
+        hf = entry.heldout_figure(name) or entry.heldout.score
+        line += f" · held out {entry.heldout.scored}: mean {_pct(hf.mean)}"
+    if entry.skipped:
+        line += f" · {len(entry.skipped)} skipped"
+    if entry.not_covered:
+        line += f" · {len(entry.not_covered)} not covered"
     return line

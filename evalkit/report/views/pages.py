@@ -13,7 +13,8 @@ from evalkit.report.frames import mean_field_accuracy
 from evalkit.report.views import charts, fields, generic, graph, samples, tree
 from evalkit.report.views.base import _get, heading, items_frame, kv, para, table, verdict
 from evalkit.results.records import ExtractionRecord
-from evalkit.status import ERROR, OK, count
+from evalkit.results.summary import BackendEntry, TaskSummary
+from evalkit.status import ERROR, OK
 
 # --------------------------------------------------------------------------- extract page
 
@@ -108,8 +109,9 @@ def score_page(result: Any, shape: str | None = None) -> None:
 
 # --------------------------------------------------------------------------- report page
 
-def report_summary(members: pd.DataFrame, items: pd.DataFrame) -> None:
-    """One line per backend: members scored, verdicts, mean score (and mean field accuracy for fields)."""
+def report_summary(members: pd.DataFrame, items: pd.DataFrame, summary: TaskSummary) -> None:
+    """One line per backend: members scored, verdicts, errors (the counts and calls of `summary`, the task's
+    summary.json figures: `evalkit.results.summary.task_summary`), mean score (and mean field accuracy for fields)."""
     if members is None or members.empty:
         print("0 member run(s)")
         return
@@ -117,7 +119,9 @@ def report_summary(members: pd.DataFrame, items: pd.DataFrame) -> None:
     fields = frames.item_shape(items) == "fields"
     for backend in backends:
         m = members if backend is None else members[members["backend"].map(str) == backend]
-        c = count(m.to_dict("records"))  # the one counter (`evalkit.status`), as summary.json's
+        c = summary.backend(str(backend)) if backend is not None else next(iter(summary.backends), None)
+        if c is None:  # a backend summary.json has no entry for: nothing was attempted
+            c = BackendEntry(backend=str(backend), members=0, scored=0, passed=0, failed=0, errors=0)
         parts = ([f"backend {backend}"] if len(backends) > 1 else []) + [f"{c.members} member run(s)"]
         parts += [f"{c.passed} PASS", f"{c.failed} FAIL"]
         if c.scored - c.passed - c.failed:
@@ -136,7 +140,7 @@ def report_summary(members: pd.DataFrame, items: pd.DataFrame) -> None:
         print(" · ".join(parts))
     heading("Calls per backend")
     para("One call per member's extraction (replayed calls report their recorded latency and tokens).")
-    table(frames.backend_calls(members))
+    table(frames.backend_calls(summary))
 
 
 def report_page(members: pd.DataFrame, items: pd.DataFrame, shape: str | None = None) -> None:
