@@ -54,6 +54,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK_YAML = ROOT / "corpus" / "deal-memos" / "task.yaml"
@@ -300,6 +301,108 @@ def curve(corpus: Path, runs: Path, points: list[int], workers: int) -> None:
               f"CPU {per[b][1] / per[a][1]:.2f}× (bar: CPU ≤ 1.2×)")
 
 
+CHROMIUM = Path("/usr/bin/chromium")  # as tests/test_html_chromium.py runs it
+# Per page, the headings it must show (every section) — the task report's and the diff's as
+# tests/test_scale_pages.py checks them at 1,000 members.
+PAGE_SECTIONS = {
+    "index": ("evalkit run", "Results per task and backend", TASK_ID),
+    "task report": ("Calls per backend", "Members", "Field accuracy", "Outcomes", "Trend"),
+    "diff": ("Configuration", TASK_ID, "Per-field accuracy", "Verdict flips", "Held-out members"),
+    "scoreboard": ("evalkit scoreboard", "Standings", "What changed", TASK_ID),
+}
+
+
+def open_in_chromium(page: Path, profile: Path) -> tuple[float, str]:
+    """(wall s, the DOM after its scripts ran) of headless Chromium loading `page` from file://."""
+    t = time.perf_counter()
+    proc = subprocess.run(
+        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
+         f"--user-data-dir={profile}", "--virtual-time-budget=5000", "--dump-dom", page.resolve().as_uri()],
+        capture_output=True, text=True, timeout=600)
+    wall = time.perf_counter() - t
+    if proc.returncode != 0 or "<html" not in proc.stdout:
+        sys.exit(f"chromium could not open {page} (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
+    return wall, proc.stdout
+
+
+def _page_check(kind: str, dom: str) -> list[str]:
+    """What the opened page lacks: a section (heading), or a chart (an SVG with drawn marks, no 'chart not drawn')."""
+    import re
+
+    heads = {re.sub(r"<[^>]+>|¶", "", h).strip() for h in re.findall(r"<h[1-4][^>]*>(.*?)</h[1-4]>", dom, re.S)}
+    missing = [f"section {s!r}" for s in PAGE_SECTIONS[kind] if s not in heads]
+    if "chart not drawn" in dom:
+        missing.append("a chart (not drawn)")
+    for svg in re.findall(r"<svg\b.*?</svg>", dom, re.S):
+        if not re.search(r'class="mark-\w+ role-mark[^"]*"[^>]*>\s*<path\b[^>]*\bd="M', svg):
+            missing.append("a chart's marks")
+    return missing
+
+
+def pages(root: Path, corpus: Path, n: int) -> None:
+    """A ``n``-member run's index, task report, diff and scoreboard pages, made (timed) and opened in headless
+    Chromium: the time to load each (minus a blank page's: the browser's start) and whether every section
+    and chart is there. The runs are bench_diff.py's synthetic score.json files of the same member ids."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_diff import synthetic_runs
+
+    from evalkit.compare.diff import diff_notebook, diff_runs
+    from evalkit.execution.execute import execute, plan_report
+    from evalkit.report.boardpage import write_board_report
+    from evalkit.report.render import render_index, render_notebook
+    from evalkit.results.scoreboard import board_path, update_scoreboard
+    from evalkit.results.summary import write_summary
+
+    if not CHROMIUM.exists():
+        sys.exit(f"{CHROMIUM} is not installed")
+    made: dict[str, tuple[Path, float]] = {}
+
+    def make(kind: str, fn: Callable[[], Path]) -> None:
+        print(f"  {kind}: making ...", end=" ", flush=True)
+        t = time.perf_counter()
+        made[kind] = (fn(), time.perf_counter() - t)
+        print(f"{made[kind][1]:.1f} s", flush=True)
+
+    t = time.perf_counter()
+    run_a, run_b = synthetic_runs(root / "pages", n)
+    print(f"  two synthetic {n:,}-member runs in {time.perf_counter() - t:.1f} s", flush=True)
+
+    def task_report() -> Path:
+        job = plan_report(run_a, TASK_ID)
+        result, = execute([job], workers=1)
+        if not result.ok:
+            sys.exit(f"task report: {result.error}")
+        return render_notebook(job.output)
+
+    def scoreboard() -> Path:
+        update_scoreboard(run_a, board_path(corpus), corpus=corpus)
+        return write_board_report(corpus, root / "scoreboard" / "index.html")
+
+    make("task report", task_report)
+    make("index", lambda: (write_summary(run_a), render_index(run_a))[1])
+    make("diff", lambda: diff_notebook(run_a, run_b, 1, computed=diff_runs(run_a, run_b)))
+    make("scoreboard", scoreboard)
+    blank = root / "blank.html"
+    blank.write_text("<!DOCTYPE html><html><head><title>blank</title></head><body></body></html>")
+    open_in_chromium(blank, root / "profile")  # untimed: the first start makes the browser's profile
+    start = statistics.median(open_in_chromium(blank, root / "profile")[0] for _ in range(3))
+    print(f"\nheadless Chromium, a blank page: {start:.2f} s (the browser's start: 'open s' is a page's "
+          f"median wall of 3 minus it); load {os.getloadavg()[0]:.1f}")
+    print(f"{'page':12} {'MB':>7} {'made s':>7} {'open s':>7}  every section and chart")
+    bad = []
+    for kind in PAGE_SECTIONS:
+        path, seconds = made[kind]
+        opened = [open_in_chromium(path, root / "profile") for _ in range(3)]
+        wall, dom = statistics.median(w for w, _ in opened), opened[-1][1]
+        missing = _page_check(kind, dom)
+        bad += [f"{kind}: {m}" for m in missing]
+        print(f"{kind:12} {path.stat().st_size / 1e6:7.2f} {seconds:7.1f} {wall - start:7.2f}  "
+              f"{'yes' if not missing else 'NO: ' + ', '.join(missing)}")
+    if bad:
+        sys.exit("pages missing something: " + "; ".join(bad))
+
+
 def _check_members(out: Path, n: int) -> None:
     """Every member ran: the sweep's record of its members, or the run's."""
     from evalkit.results.runfolder import read_run_json, read_sweep_json
@@ -467,6 +570,8 @@ def main() -> None:
     ap.add_argument("--markdown", action="store_true", help="also print the block for README.md's benchmarks")
     ap.add_argument("--curve", metavar="N,N,...", help="the sweep's scaling curve at these member counts instead "
                     "(e.g. 100,1000,10000; see above)")
+    ap.add_argument("--pages", type=int, metavar="N", help="instead, an N-member run's index, task report, diff and "
+                    "scoreboard pages: made, then opened in headless Chromium (see above)")
     ap.add_argument("--inspect-child", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--log-dir", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -476,6 +581,8 @@ def main() -> None:
     if args.curve:
         points = sorted({int(x) for x in args.curve.split(",")})
         args.members = max(points)
+    if args.pages:
+        args.members = args.pages
     if args.members < 2 or args.notebook_members < 2:
         sys.exit("--members and --notebook-members must be at least 2 (start-up is a 1-member run)")
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
@@ -491,6 +598,9 @@ def main() -> None:
               f"{os.cpu_count()} cores, load average {loads[0]}")
         if args.curve:
             curve(corpus, runs, points, args.workers)
+            return
+        if args.pages:
+            pages(root, corpus, args.pages)
             return
         modes = evalkit_modes(corpus, runs, args)
         inspect = None if args.skip_inspect else inspect_mode(corpus, runs, args)
