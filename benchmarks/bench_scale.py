@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_scale.py [--members 1000] [--notebook-members 40] [--workers 2]
                                                [--repeat 1] [--seed 14] [--keep DIR] [--skip-inspect]
                                                [--markdown]
+    .venv/bin/python benchmarks/bench_scale.py --curve 100,1000,10000 | --clutter 10 | --pages 10000
 
 Builds a corpus of ``--members`` deal memos in a temporary folder (``--keep DIR`` builds it, and
 leaves it and the run folders, in DIR): the bundled deal-memos task, each member a memo generated from
@@ -29,6 +30,15 @@ fake`` on the first N members of one corpus for each N (and on 1, the start-up),
 CPU per member after start-up, the process tree's peak RSS, the sweep folder's disk use and sweep.json's
 size, and the ratios between consecutive points (issue 27's bar: CPU per member at 10,000 within 1.2× of its
 value at 1,000).
+
+``--clutter X``: instead, ``sweep --no-notebooks`` of ``--members`` members against a ``predictions:`` folder of
+their answers, and against the same folder with X times as many unrelated files: a first sweep and a re-sweep
+(every member current), alternating ``--repeat`` times, and the cluttered / plain ratios (the bar: ≤ 1.5×).
+
+``--pages N``: instead, an N-member run's index, task report, diff and scoreboard pages (synthetic score.json
+files, benchmarks/bench_diff.py's) made, timed, and opened in headless Chromium (/usr/bin/chromium, as
+tests/test_html_chromium.py runs it): each page's open time (its load minus a blank page's: the browser's start)
+and whether every section (heading) and chart (drawn marks) is there; exits non-zero if one is not.
 
 Each mode runs once on one member and once on all of its members; "after start-up" divides the
 difference by the members added, so imports, a pool's or kernel's start and the run folder's
@@ -301,6 +311,53 @@ def curve(corpus: Path, runs: Path, points: list[int], workers: int) -> None:
               f"CPU {per[b][1] / per[a][1]:.2f}× (bar: CPU ≤ 1.2×)")
 
 
+def predictions_folders(root: Path, corpus: Path, clutter: int) -> tuple[Path, Path]:
+    """Two ``predictions:`` folders answering every member with its truth: ``plain`` holds just those files,
+    ``cluttered`` the same and `clutter` times as many unrelated files beside them (and in a subfolder)."""
+    import yaml
+
+    plain, cluttered = root / "predictions-plain", root / "predictions-cluttered"
+    for d in (plain, cluttered, cluttered / "old"):
+        d.mkdir(parents=True)
+    members = sorted(d for d in (corpus / TASK_ID).iterdir() if d.is_dir())
+    for d in members:
+        record = yaml.load((d / "truth.yaml").read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        text = json.dumps(record["record"])
+        for folder in (plain, cluttered):
+            (folder / f"{d.name}.json").write_text(text)
+    for i in range(clutter * len(members)):
+        (cluttered / ("old" if i % 2 else ".") / f"unrelated-{i:06d}.txt").write_text(f"not a prediction {i}\n")
+    return plain, cluttered
+
+
+def clutter(corpus: Path, runs: Path, n: int, times: int, workers: int, repeat: int) -> None:
+    """``sweep --no-notebooks`` of `n` members against a predictions folder, and against the same folder with
+    `times` × as many unrelated files: a first sweep and a re-sweep (every member current: the currency
+    keys are all the work), alternating, medians of `repeat` (issue 27's bar: ≤ 1.5× the plain folder)."""
+    env = _env()
+    plain, cluttered = predictions_folders(runs, corpus, times)
+    print(f"  predictions folders: {n:,} files; and {n:,} + {times * n:,} unrelated", flush=True)
+    samples: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for r in range(repeat):
+        for name, folder in (("plain", plain), ("cluttered", cluttered)):
+            out = runs / f"clutter-{r}-{name}"
+            cmd = [sys.executable, "-m", "evalkit.cli", "sweep", "--corpus", str(corpus), "--backend",
+                   f"p=predictions:dir={folder}", "--workers", str(workers), "--no-notebooks", "--out", str(out)]
+            for phase in ("first sweep", "re-sweep"):
+                wall, cpu, _ = measured(cmd, env, runs / f"clutter-{r}-{name}.log")
+                samples.setdefault((name, phase), []).append((wall, cpu))
+                print(f"  {name}, {phase}: {wall:.1f} s wall, {cpu:.1f} s CPU, load {os.getloadavg()[0]:.1f}",
+                      flush=True)
+                _check_members(out, n, "ran" if phase == "first sweep" else "current")
+    def median(name: str, phase: str) -> tuple[float, float]:
+        return tuple(statistics.median(s[i] for s in samples[(name, phase)]) for i in (0, 1))
+
+    for phase in ("first sweep", "re-sweep"):
+        (pw, pc), (cw, cc) = median("plain", phase), median("cluttered", phase)
+        print(f"{phase}: cluttered / plain folder: wall {cw / pw:.2f}×, CPU {cc / pc:.2f}× "
+              f"({cc:.1f} s / {pc:.1f} s CPU; bar ≤ 1.5×)")
+
+
 CHROMIUM = Path("/usr/bin/chromium")  # as tests/test_html_chromium.py runs it
 # Per page, the headings it must show (every section) — the task report's and the diff's as
 # tests/test_scale_pages.py checks them at 1,000 members.
@@ -403,17 +460,17 @@ def pages(root: Path, corpus: Path, n: int) -> None:
         sys.exit("pages missing something: " + "; ".join(bad))
 
 
-def _check_members(out: Path, n: int) -> None:
-    """Every member ran: the sweep's record of its members, or the run's."""
+def _check_members(out: Path, n: int, status: str = "ran") -> None:
+    """Every member ran (or was current): the sweep's record of its members, or the run's."""
     from evalkit.results.runfolder import read_run_json, read_sweep_json
 
     swept = read_sweep_json(out).get("members")
     if swept is not None:
-        done = sum(m["status"] == "ran" for m in swept.values())
+        done = sum(m["status"] == status for m in swept.values())
     else:
         done = len(read_run_json(out)["members"])
     if done != n:
-        sys.exit(f"{out}: {done} members ran, not {n}")
+        sys.exit(f"{out}: {done} members {status}, not {n}")
 
 
 # -- Inspect AI, in its own venv -------------------------------------------------------------------------
@@ -572,6 +629,8 @@ def main() -> None:
                     "(e.g. 100,1000,10000; see above)")
     ap.add_argument("--pages", type=int, metavar="N", help="instead, an N-member run's index, task report, diff and "
                     "scoreboard pages: made, then opened in headless Chromium (see above)")
+    ap.add_argument("--clutter", type=int, metavar="X", help="instead, sweeps against a predictions folder and the "
+                    "same folder with X times as many unrelated files (see above)")
     ap.add_argument("--inspect-child", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--log-dir", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -601,6 +660,9 @@ def main() -> None:
             return
         if args.pages:
             pages(root, corpus, args.pages)
+            return
+        if args.clutter:
+            clutter(corpus, runs, args.members, args.clutter, args.workers, args.repeat)
             return
         modes = evalkit_modes(corpus, runs, args)
         inspect = None if args.skip_inspect else inspect_mode(corpus, runs, args)
