@@ -308,7 +308,8 @@ def curve(corpus: Path, runs: Path, points: list[int], workers: int) -> None:
     ordered = [n for n in points if n in per]
     for a, b in zip(ordered, ordered[1:]):
         print(f"{b:,} vs {a:,} members, per member (after start-up): wall {per[b][0] / per[a][0]:.2f}×, "
-              f"CPU {per[b][1] / per[a][1]:.2f}× (bar: CPU ≤ 1.2×)")
+              f"CPU {per[b][1] / per[a][1]:.2f}× (bar: CPU ≤ 1.2×); per member: peak RSS "
+              f"{rows[b][2] / b / (rows[a][2] / a):.2f}×, disk {rows[b][3] / b / (rows[a][3] / a):.2f}×")
 
 
 def predictions_folders(root: Path, corpus: Path, clutter: int) -> tuple[Path, Path]:
