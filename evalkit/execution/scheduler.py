@@ -259,7 +259,7 @@ _semaphores_lock = threading.Lock()
 
 
 def _semaphore(name: str, max_concurrency: int, worker: Any) -> Any:
-    from distributed import Semaphore
+    from distributed import Semaphore  # optional dependency: only a --scheduler sweep has it
 
     with _semaphores_lock:
         if name not in _semaphores:
