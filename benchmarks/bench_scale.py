@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_scale.py [--members 1000] [--notebook-members 40] [--workers 2]
                                                [--repeat 1] [--seed 14] [--keep DIR] [--skip-inspect]
                                                [--markdown]
+    .venv/bin/python benchmarks/bench_scale.py --curve 100,1000,10000 | --clutter 10 | --pages 10000
 
 Builds a corpus of ``--members`` deal memos in a temporary folder (``--keep DIR`` builds it, and
 leaves it and the run folders, in DIR): the bundled deal-memos task, each member a memo generated from
@@ -30,6 +31,15 @@ CPU per member after start-up, the process tree's peak RSS, the sweep folder's d
 size, and the ratios between consecutive points (issue 27's bar: CPU per member at 10,000 within 1.2× of its
 value at 1,000).
 
+``--clutter X``: instead, ``sweep --no-notebooks`` of ``--members`` members against a ``predictions:`` folder of
+their answers, and against the same folder with X times as many unrelated files: a first sweep and a re-sweep
+(every member current), alternating ``--repeat`` times, and the cluttered / plain ratios (the bar: ≤ 1.5×).
+
+``--pages N``: instead, an N-member run's index, task report, diff and scoreboard pages (synthetic score.json
+files, benchmarks/bench_diff.py's) made, timed, and opened in headless Chromium (/usr/bin/chromium, as
+tests/test_html_chromium.py runs it): each page's open time (its load minus a blank page's: the browser's start)
+and whether every section (heading) and chart (drawn marks) is there; exits non-zero if one is not.
+
 Each mode runs once on one member and once on all of its members; "after start-up" divides the
 difference by the members added, so imports, a pool's or kernel's start and the run folder's
 write-up drop out. CPU-s is the user + system time of the process and its waited-for children
@@ -54,6 +64,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK_YAML = ROOT / "corpus" / "deal-memos" / "task.yaml"
@@ -297,20 +308,170 @@ def curve(corpus: Path, runs: Path, points: list[int], workers: int) -> None:
     ordered = [n for n in points if n in per]
     for a, b in zip(ordered, ordered[1:]):
         print(f"{b:,} vs {a:,} members, per member (after start-up): wall {per[b][0] / per[a][0]:.2f}×, "
-              f"CPU {per[b][1] / per[a][1]:.2f}× (bar: CPU ≤ 1.2×)")
+              f"CPU {per[b][1] / per[a][1]:.2f}× (bar: CPU ≤ 1.2×); per member: peak RSS "
+              f"{rows[b][2] / b / (rows[a][2] / a):.2f}×, disk {rows[b][3] / b / (rows[a][3] / a):.2f}×")
 
 
-def _check_members(out: Path, n: int) -> None:
-    """Every member ran: the sweep's record of its members, or the run's."""
+def predictions_folders(root: Path, corpus: Path, clutter: int) -> tuple[Path, Path]:
+    """Two ``predictions:`` folders answering every member with its truth: ``plain`` holds just those files,
+    ``cluttered`` the same and `clutter` times as many unrelated files beside them (and in a subfolder)."""
+    import yaml
+
+    plain, cluttered = root / "predictions-plain", root / "predictions-cluttered"
+    for d in (plain, cluttered, cluttered / "old"):
+        d.mkdir(parents=True)
+    members = sorted(d for d in (corpus / TASK_ID).iterdir() if d.is_dir())
+    for d in members:
+        record = yaml.load((d / "truth.yaml").read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        text = json.dumps(record["record"])
+        for folder in (plain, cluttered):
+            (folder / f"{d.name}.json").write_text(text)
+    for i in range(clutter * len(members)):
+        (cluttered / ("old" if i % 2 else ".") / f"unrelated-{i:06d}.txt").write_text(f"not a prediction {i}\n")
+    return plain, cluttered
+
+
+def clutter(corpus: Path, runs: Path, n: int, times: int, workers: int, repeat: int) -> None:
+    """``sweep --no-notebooks`` of `n` members against a predictions folder, and against the same folder with
+    `times` × as many unrelated files: a first sweep and a re-sweep (every member current: the currency
+    keys are all the work), alternating, medians of `repeat` (issue 27's bar: ≤ 1.5× the plain folder)."""
+    env = _env()
+    plain, cluttered = predictions_folders(runs, corpus, times)
+    print(f"  predictions folders: {n:,} files; and {n:,} + {times * n:,} unrelated", flush=True)
+    samples: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for r in range(repeat):
+        for name, folder in (("plain", plain), ("cluttered", cluttered)):
+            out = runs / f"clutter-{r}-{name}"
+            cmd = [sys.executable, "-m", "evalkit.cli", "sweep", "--corpus", str(corpus), "--backend",
+                   f"p=predictions:dir={folder}", "--workers", str(workers), "--no-notebooks", "--out", str(out)]
+            for phase in ("first sweep", "re-sweep"):
+                wall, cpu, _ = measured(cmd, env, runs / f"clutter-{r}-{name}.log")
+                samples.setdefault((name, phase), []).append((wall, cpu))
+                print(f"  {name}, {phase}: {wall:.1f} s wall, {cpu:.1f} s CPU, load {os.getloadavg()[0]:.1f}",
+                      flush=True)
+                _check_members(out, n, "ran" if phase == "first sweep" else "current")
+    def median(name: str, phase: str) -> tuple[float, float]:
+        return tuple(statistics.median(s[i] for s in samples[(name, phase)]) for i in (0, 1))
+
+    for phase in ("first sweep", "re-sweep"):
+        (pw, pc), (cw, cc) = median("plain", phase), median("cluttered", phase)
+        print(f"{phase}: cluttered / plain folder: wall {cw / pw:.2f}×, CPU {cc / pc:.2f}× "
+              f"({cc:.1f} s / {pc:.1f} s CPU; bar ≤ 1.5×)")
+
+
+CHROMIUM = Path("/usr/bin/chromium")  # as tests/test_html_chromium.py runs it
+# Per page, the headings it must show (every section) — the task report's and the diff's as
+# tests/test_scale_pages.py checks them at 1,000 members.
+PAGE_SECTIONS = {
+    "index": ("evalkit run", "Results per task and backend", TASK_ID),
+    "task report": ("Calls per backend", "Members", "Field accuracy", "Outcomes", "Trend"),
+    "diff": ("Configuration", TASK_ID, "Per-field accuracy", "Verdict flips", "Held-out members"),
+    "scoreboard": ("evalkit scoreboard", "Standings", "What changed", TASK_ID),
+}
+
+
+def open_in_chromium(page: Path, profile: Path) -> tuple[float, str]:
+    """(wall s, the DOM after its scripts ran) of headless Chromium loading `page` from file://."""
+    t = time.perf_counter()
+    proc = subprocess.run(
+        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
+         f"--user-data-dir={profile}", "--virtual-time-budget=5000", "--dump-dom", page.resolve().as_uri()],
+        capture_output=True, text=True, timeout=600)
+    wall = time.perf_counter() - t
+    if proc.returncode != 0 or "<html" not in proc.stdout:
+        sys.exit(f"chromium could not open {page} (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
+    return wall, proc.stdout
+
+
+def _page_check(kind: str, dom: str) -> list[str]:
+    """What the opened page lacks: a section (heading), or a chart (an SVG with drawn marks, no 'chart not drawn')."""
+    import re
+
+    heads = {re.sub(r"<[^>]+>|¶", "", h).strip() for h in re.findall(r"<h[1-4][^>]*>(.*?)</h[1-4]>", dom, re.S)}
+    missing = [f"section {s!r}" for s in PAGE_SECTIONS[kind] if s not in heads]
+    if "chart not drawn" in dom:
+        missing.append("a chart (not drawn)")
+    for svg in re.findall(r"<svg\b.*?</svg>", dom, re.S):
+        if not re.search(r'class="mark-\w+ role-mark[^"]*"[^>]*>\s*<path\b[^>]*\bd="M', svg):
+            missing.append("a chart's marks")
+    return missing
+
+
+def pages(root: Path, corpus: Path, n: int) -> None:
+    """A ``n``-member run's index, task report, diff and scoreboard pages, made (timed) and opened in headless
+    Chromium: the time to load each (minus a blank page's: the browser's start) and whether every section
+    and chart is there. The runs are bench_diff.py's synthetic score.json files of the same member ids."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_diff import synthetic_runs
+
+    from evalkit.compare.diff import diff_notebook, diff_runs
+    from evalkit.execution.execute import execute, plan_report
+    from evalkit.report.boardpage import write_board_report
+    from evalkit.report.render import render_index, render_notebook
+    from evalkit.results.scoreboard import board_path, update_scoreboard
+    from evalkit.results.summary import write_summary
+
+    if not CHROMIUM.exists():
+        sys.exit(f"{CHROMIUM} is not installed")
+    made: dict[str, tuple[Path, float]] = {}
+
+    def make(kind: str, fn: Callable[[], Path]) -> None:
+        print(f"  {kind}: making ...", end=" ", flush=True)
+        t = time.perf_counter()
+        made[kind] = (fn(), time.perf_counter() - t)
+        print(f"{made[kind][1]:.1f} s", flush=True)
+
+    t = time.perf_counter()
+    run_a, run_b = synthetic_runs(root / "pages", n)
+    print(f"  two synthetic {n:,}-member runs in {time.perf_counter() - t:.1f} s", flush=True)
+
+    def task_report() -> Path:
+        job = plan_report(run_a, TASK_ID)
+        result, = execute([job], workers=1)
+        if not result.ok:
+            sys.exit(f"task report: {result.error}")
+        return render_notebook(job.output)
+
+    def scoreboard() -> Path:
+        update_scoreboard(run_a, board_path(corpus), corpus=corpus)
+        return write_board_report(corpus, root / "scoreboard" / "index.html")
+
+    make("task report", task_report)
+    make("index", lambda: (write_summary(run_a), render_index(run_a))[1])
+    make("diff", lambda: diff_notebook(run_a, run_b, 1, computed=diff_runs(run_a, run_b)))
+    make("scoreboard", scoreboard)
+    blank = root / "blank.html"
+    blank.write_text("<!DOCTYPE html><html><head><title>blank</title></head><body></body></html>")
+    open_in_chromium(blank, root / "profile")  # untimed: the first start makes the browser's profile
+    start = statistics.median(open_in_chromium(blank, root / "profile")[0] for _ in range(3))
+    print(f"\nheadless Chromium, a blank page: {start:.2f} s (the browser's start: 'open s' is a page's "
+          f"median wall of 3 minus it); load {os.getloadavg()[0]:.1f}")
+    print(f"{'page':12} {'MB':>7} {'made s':>7} {'open s':>7}  every section and chart")
+    bad = []
+    for kind in PAGE_SECTIONS:
+        path, seconds = made[kind]
+        opened = [open_in_chromium(path, root / "profile") for _ in range(3)]
+        wall, dom = statistics.median(w for w, _ in opened), opened[-1][1]
+        missing = _page_check(kind, dom)
+        bad += [f"{kind}: {m}" for m in missing]
+        print(f"{kind:12} {path.stat().st_size / 1e6:7.2f} {seconds:7.1f} {wall - start:7.2f}  "
+              f"{'yes' if not missing else 'NO: ' + ', '.join(missing)}")
+    if bad:
+        sys.exit("pages missing something: " + "; ".join(bad))
+
+
+def _check_members(out: Path, n: int, status: str = "ran") -> None:
+    """Every member ran (or was current): the sweep's record of its members, or the run's."""
     from evalkit.results.runfolder import read_run_json, read_sweep_json
 
     swept = read_sweep_json(out).get("members")
     if swept is not None:
-        done = sum(m["status"] == "ran" for m in swept.values())
+        done = sum(m["status"] == status for m in swept.values())
     else:
         done = len(read_run_json(out)["members"])
     if done != n:
-        sys.exit(f"{out}: {done} members ran, not {n}")
+        sys.exit(f"{out}: {done} members {status}, not {n}")
 
 
 # -- Inspect AI, in its own venv -------------------------------------------------------------------------
@@ -467,6 +628,10 @@ def main() -> None:
     ap.add_argument("--markdown", action="store_true", help="also print the block for README.md's benchmarks")
     ap.add_argument("--curve", metavar="N,N,...", help="the sweep's scaling curve at these member counts instead "
                     "(e.g. 100,1000,10000; see above)")
+    ap.add_argument("--pages", type=int, metavar="N", help="instead, an N-member run's index, task report, diff and "
+                    "scoreboard pages: made, then opened in headless Chromium (see above)")
+    ap.add_argument("--clutter", type=int, metavar="X", help="instead, sweeps against a predictions folder and the "
+                    "same folder with X times as many unrelated files (see above)")
     ap.add_argument("--inspect-child", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--log-dir", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -476,6 +641,8 @@ def main() -> None:
     if args.curve:
         points = sorted({int(x) for x in args.curve.split(",")})
         args.members = max(points)
+    if args.pages:
+        args.members = args.pages
     if args.members < 2 or args.notebook_members < 2:
         sys.exit("--members and --notebook-members must be at least 2 (start-up is a 1-member run)")
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
@@ -491,6 +658,12 @@ def main() -> None:
               f"{os.cpu_count()} cores, load average {loads[0]}")
         if args.curve:
             curve(corpus, runs, points, args.workers)
+            return
+        if args.pages:
+            pages(root, corpus, args.pages)
+            return
+        if args.clutter:
+            clutter(corpus, runs, args.members, args.clutter, args.workers, args.repeat)
             return
         modes = evalkit_modes(corpus, runs, args)
         inspect = None if args.skip_inspect else inspect_mode(corpus, runs, args)

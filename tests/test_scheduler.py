@@ -252,3 +252,41 @@ def test_only_live_calls_take_a_lease(tmp_path):
         assert server.count == 1 and len(held) == 1  # recorded: a live call
         run_pool([Job(recording(), req()), Job(ReplayBackend("r", cassette), req())], lease=lease)
         assert server.count == 1 and len(held) == 1  # replayed twice: no call, no lease
+
+
+def test_a_workers_members_share_one_call_semaphore_made_on_the_first_live_call(monkeypatch):
+    """A member with no live call makes no `distributed.Semaphore` (each one keeps a timer on the worker's loop);
+    the members of one sweep in a worker process share one."""
+    import distributed
+
+    from evalkit.execution import scheduler
+
+    made, taken = [], []
+
+    class Semaphore:
+        def __init__(self, **kwargs):
+            made.append(kwargs["name"])
+
+        def acquire(self):
+            taken.append(1)
+
+        def release(self):
+            taken.pop()
+
+    class Worker:
+        scheduler = loop = None
+
+    monkeypatch.setattr(distributed, "Semaphore", Semaphore)
+    monkeypatch.setattr(distributed, "get_worker", lambda: Worker())
+    monkeypatch.setattr(scheduler, "_semaphores", {})
+    members = [scheduler.shared_limits("sweep-a", 4, None) for _ in range(50)]
+    assert made == []  # 50 members, no live call yet: no semaphore
+
+    async def calls():
+        for limits in members[:3] + [scheduler.shared_limits("sweep-b", 4, None)]:
+            async with limits.lease():
+                assert taken == [1]  # held while the call is in flight
+        assert taken == []
+
+    asyncio.run(calls())
+    assert made == ["sweep-a-calls", "sweep-b-calls"]  # one a sweep, however many of its members called

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from dataclasses import replace
 
 import pytest
 from corpus_factory import make_corpus, specs
@@ -147,11 +149,13 @@ def _counting_server(latency):
         def __init__(self):
             super().__init__(answer=_truth_answer)
             self.inflight = self.peak = 0
+            self.arrivals = []  # time.monotonic() of each call's arrival
 
         async def _handle(self, req, server):
             if not req.path.endswith("/chat/completions"):
                 return await super()._handle(req, server)
             with self.lock:
+                self.arrivals.append(time.monotonic())
                 self.inflight += 1
                 self.peak = max(self.peak, self.inflight)
             try:
@@ -201,5 +205,32 @@ def test_a_sweep_keeps_max_concurrency_calls_in_flight_with_one_worker_and_the_s
                                  max_concurrency=4, notebooks=False))
         assert [m.status for m in alone.members] == ["ran"] * 6
         assert _results(tmp_path / "sw") == _results(tmp_path / "old")  # the same files either way
+    finally:
+        server.stop()
+
+
+def test_the_sweeps_calls_go_on_while_their_answers_are_written(tmp_path, monkeypatch):
+    # The calls job writes each answer to its member's folder; written in the event loop, a slow disk held up
+    # every call in flight (a write of 0.25 s between each call and the next). One writer thread writes them now.
+    corpus = make_corpus(tmp_path, members=8)
+    server = _counting_server(0.2)
+    real, written = runfolder.write_extraction, []
+
+    def slow_write(home, extraction):
+        time.sleep(0.25)
+        real(home, extraction)
+        written.append(home)
+
+    monkeypatch.setattr(runfolder, "write_extraction", slow_write)
+    try:
+        spec = f"live=openai:url={server.url}/v1,model=gpt-4o-mini,timeout=30,max_retries=0"
+        opts = RunOptions(corpus=corpus, backends=specs(spec), out=tmp_path / "sw", workers=1, max_concurrency=2,
+                          notebooks=False)
+        members = [replace(opts, tasks=["memos"], only=[f"m{i}"], out=tmp_path / "sw" / f"m{i}") for i in range(8)]
+        assert sweeping._calls_job(opts, members) == {}
+        assert len(server.completions()) == 8 and len(written) == 8  # every answer on disk when the job returns
+        assert all(runfolder.read_extraction(h)["record"] for h in written)
+        span = max(server.arrivals) - min(server.arrivals)
+        assert span < 1.2, span  # 2 at a time, 0.2 s each: the 7th and 8th arrive ~0.6 s in (~1.8 s in the loop)
     finally:
         server.stop()

@@ -22,6 +22,7 @@ import logging
 import os
 import re
 import sys
+import threading
 import uuid
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -246,16 +247,33 @@ def shared_name() -> str:
     return f"evalkit-{uuid.uuid4().hex}"
 
 
+# A sweep's call semaphore in this worker process, by the sweep's name: made on its first live call and shared by
+# the sweep's members here. One a member cost a `distributed.Semaphore` each (a lease-refresh timer on the worker's
+# loop, never stopped) even when the member made no live call: thousands of them in a 10,000-member sweep.
+_semaphores: dict[str, Any] = {}
+_semaphores_lock = threading.Lock()
+
+
+def _semaphore(name: str, max_concurrency: int, worker: Any) -> Any:
+    from distributed import Semaphore  # optional dependency: only a --scheduler sweep has it
+
+    with _semaphores_lock:
+        if name not in _semaphores:
+            _semaphores[name] = Semaphore(max_leases=max_concurrency, name=f"{name}-calls",
+                                          scheduler_rpc=worker.scheduler, loop=worker.loop)
+        return _semaphores[name]
+
+
 def shared_limits(name: str, max_concurrency: int, max_usd: float | None) -> Limits:
     """The limits named `name` on this worker's cluster (call it in a Dask task): at most `max_concurrency` live
     calls in flight across all workers, and with `max_usd` one budget for all of them."""
-    from distributed import Semaphore, get_worker  # lazy: distributed is loaded only where it is used (import cost)
+    from distributed import get_worker  # lazy: distributed is loaded only where it is used (import cost)
 
     worker = get_worker()
-    sem = Semaphore(max_leases=max_concurrency, name=f"{name}-calls", scheduler_rpc=worker.scheduler, loop=worker.loop)
 
     @asynccontextmanager
     async def lease() -> AsyncIterator[None]:
+        sem = _semaphore(name, max_concurrency, worker)
         await asyncio.to_thread(sem.acquire)  # the pool's own event loop is not the worker's: wait in a thread
         try:
             yield

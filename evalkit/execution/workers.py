@@ -89,6 +89,9 @@ class _Pool:
         self.calls, self.initializer, self.initargs, self.on_done = calls, initializer, initargs, on_done
         self.after = [set(a) - {i} for i, a in enumerate(after)] if after is not None else [set() for _ in calls]
         self.results: list[Any] = [_PENDING] * len(calls)
+        # The calls not finished, in call order: what `_next` looks through, so that finding the next call costs
+        # the calls before it that cannot start (those running, mostly), not every call (10,000 in a sweep).
+        self.pending: dict[int, None] = dict.fromkeys(range(len(calls)))
         self.suspects: list[int] = []  # in flight when a worker died: each runs again alone
 
     def run(self, workers: int) -> list[Any]:
@@ -103,12 +106,12 @@ class _Pool:
                 self.after = [set() for _ in self.calls]
         return self.results
 
-    def _left(self) -> list[int]:
-        return [i for i, r in enumerate(self.results) if r is _PENDING]
+    def _left(self) -> int:
+        return len(self.pending)
 
     def _next(self, running: set[int], only: int | None = None) -> int | None:
         """The first call ready to start: not finished, not running, not a suspect, its `after` finished."""
-        for i in self._left() if only is None else [only]:
+        for i in self.pending if only is None else [only]:
             if self.results[i] is _PENDING and i not in running and (i == only or i not in self.suspects) and \
                     all(self.results[d] is not _PENDING for d in self.after[i]):
                 return i
@@ -116,6 +119,7 @@ class _Pool:
 
     def _finish(self, i: int, result: Any) -> None:
         self.results[i] = result
+        self.pending.pop(i, None)
         if self.on_done:
             self.on_done(i, result)
 
@@ -124,7 +128,7 @@ class _Pool:
         flight when one died."""
         if _in_worker:
             return self._here(only)
-        pool = ProcessPoolExecutor(max_workers=min(size, len(self._left())), mp_context=spawn_context(),
+        pool = ProcessPoolExecutor(max_workers=min(size, self._left()), mp_context=spawn_context(),
                                    initializer=_start, initargs=(self.initializer, self.initargs))
         running: dict[Any, int] = {}
         depth = size if only is not None else 2 * size  # one call queued per worker (module docstring)
