@@ -11,7 +11,10 @@ from pydantic import ValidationError
 from evalkit.errors import InvalidCorpus
 from evalkit.scoring import Metric, Scorer, ScoreContext, ScoreResult
 from evalkit.scoring.text import normalize
-from evalkit.scoring.tree import ACCURACY, COUNT, SET, aggregate_rows, align_many_to_one, align_one_to_one, display, edge, edge_label, norm_key
+from evalkit.scoring.tree import (
+    ACCURACY, COUNT, SET, aggregate_rows, align_many_to_one, align_one_to_one, display, edge, edge_label,
+    norm_key,
+)
 
 from .catalog import Catalog, load_catalog
 from .families import (
