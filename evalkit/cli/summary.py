@@ -11,13 +11,14 @@ skipped members with the reason (it names the fix) and one line per task × back
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
-from evalkit.results.runfolder import SUMMARY_JSON
-from evalkit.results.summary import Summary, TaskSummary
 from evalkit.status import ERROR, SCORED, SKIPPED, count, shown
+
+if TYPE_CHECKING:
+    from evalkit.results.summary import Summary, TaskSummary
 
 
 def pct(x: float | None) -> str:
@@ -105,6 +106,10 @@ def print_summary(result: Any, echo: Callable[[str], Any] = click.echo) -> None:
 
 def _summary_of(result: Any) -> Summary:
     """The run's (or sweep's) summary.json as it wrote it (`RunResult.summary`), typed."""
+    # lazy: the results layer (numpy, pandas) is not loaded for `evalkit --help`
+    from evalkit.results.runfolder import SUMMARY_JSON
+    from evalkit.results.summary import Summary
+
     where = f"{getattr(result, 'run_dir', '')}/{SUMMARY_JSON}"
     return Summary.from_json(getattr(result, "summary", None) or {}, where)
 
@@ -131,7 +136,7 @@ def _task_lines(outcomes: list[Any], tasks: dict[str, TaskSummary], echo: Callab
                     echo(f"      ↳ {o.why}")
         if skipped := skipped_line(outs):
             echo(prefix + skipped)
-        t = tasks.get(task) or TaskSummary()
+        t = tasks.get(task) or _empty_task()
         for entry in t.backends:
             if entry.members or not entry.skipped:
                 echo(prefix + backend_line(entry, t.headline))
@@ -150,3 +155,9 @@ def print_recorded(recorded: Any, echo: Callable[[str], Any] = click.echo) -> No
     if recorded.board is not None:
         n = recorded.entries
         echo(f"Scoreboard: {n} entr{'y' if n == 1 else 'ies'} written to {recorded.board}")
+
+
+def _empty_task() -> TaskSummary:
+    from evalkit.results.summary import TaskSummary  # lazy: as in `_summary_of`
+
+    return TaskSummary()
