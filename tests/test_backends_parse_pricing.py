@@ -136,7 +136,7 @@ def test_pricing_asks_the_provider_record_free_and_page_rule():
 
     from servers.fixtures import req
 
-    from evalkit.backends.base import PNG_MEDIA_TYPE, Part
+    from evalkit.corpus.parts import PNG_MEDIA_TYPE, Part
     from evalkit.backends.providers import registry
     from evalkit.backends.resolve import plan, resolve_backends
     from evalkit.backends.spec import BackendSpec

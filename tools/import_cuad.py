@@ -397,10 +397,12 @@ def build(sources: Path, task_yaml: Path, index: Path | None = None, only: list[
 def _validate(files: dict[str, bytes]) -> None:
     """Parse what was generated back with evalkit's own models (round trip, strict keys)."""
     try:
-        from evalkit.corpus.specs import FieldsTruth, Manifest
+        from evalkit.corpus.specs import Manifest
+        from evalkit.scoring.fields import FieldsTruth
     except ImportError:  # an evalkit checkout without its package installed
         sys.path.insert(0, str(REPO))
-        from evalkit.corpus.specs import FieldsTruth, Manifest
+        from evalkit.corpus.specs import Manifest
+        from evalkit.scoring.fields import FieldsTruth
     for rel, data in files.items():
         if rel.endswith("manifest.yaml"):
             Manifest.model_validate(yaml.safe_load(data))

@@ -106,9 +106,8 @@ def print_summary(result: Any, echo: Callable[[str], Any] = click.echo) -> None:
 
 def _summary_of(result: Any) -> Summary:
     """The run's (or sweep's) summary.json as it wrote it (`RunResult.summary`), typed."""
-    # lazy: the results layer (numpy, pandas) is not loaded for `evalkit --help`
-    from evalkit.results.runfolder import SUMMARY_JSON
-    from evalkit.results.summary import Summary
+    from evalkit.results.runfolder import SUMMARY_JSON  # lazy: no numpy or pandas for `evalkit --help`
+    from evalkit.results.summary import Summary  # lazy: as above
 
     where = f"{getattr(result, 'run_dir', '')}/{SUMMARY_JSON}"
     return Summary.from_json(getattr(result, "summary", None) or {}, where)
