@@ -27,6 +27,7 @@ from evalkit.corpus.sources import check_integrity, read_document, sha256_file
 from evalkit.corpus.specs import Settings
 from evalkit.corpus.tasks import find_task, sources_dir
 from evalkit.errors import EXIT_INTEGRITY, EXIT_INVALID, EXIT_OK, EvalkitError, IntegrityError, ScoreboardError
+from evalkit.results.records import ExtractionRecord, RunBlock
 from evalkit.results.runfolder import read_extraction
 from evalkit.results.scoreboard import (
     edit_board,
@@ -70,7 +71,7 @@ class RescoreResult:
         return EXIT_OK
 
 
-def replayed_record(member: Any, document: Any, archived: dict[str, Any], entry: dict[str, Any],
+def replayed_record(member: Any, document: Any, archived: ExtractionRecord, entry: dict[str, Any],
                     board_dir: Path) -> Any:
     """The record an archive names by its cassette (``"replay": true``, a pointer member's): the same request
     rendered again and replayed from that committed cassette — no model call. A request that no longer renders
@@ -80,11 +81,10 @@ def replayed_record(member: Any, document: Any, archived: dict[str, Any], entry:
 
     sent = {k: v for k, v in (entry.get("settings") or {}).items() if k in Settings.model_fields}
     request = render_request(member.task, member, document, None, Settings().with_overrides(sent))
-    if request_sha(request) != archived.get("request_sha256"):
+    if request_sha(request) != archived.request_sha256:
         raise EvalkitError(f"{member.key}: its request no longer renders as when the entry was scored (the prompt, "
                            "schema or settings changed): re-run it (evalkit sweep --update-scoreboard)")
-    backend = archived.get("backend") or {}
-    spec = BackendSpec.parse(backend.get("spec", ""), label=backend.get("label"))
+    spec = BackendSpec.parse(archived.backend.spec or "", label=archived.backend.label)
     path = Path(spec.options.get("path", ""))
     if not path.is_absolute() and not path.is_file():  # stored relative to the project: the board's parent's parent
         spec = BackendSpec(spec.label, spec.kind, {**spec.options, "path": str(board_dir.parent / path)})
@@ -112,12 +112,13 @@ def _rescore_one(board_dir: Path, task_id: str, member_id: str, label: str, entr
             cache[task_id] = find_task(corpus, task_id)
         member = cache[task_id].member(member_id)
         document = read_document(check_integrity(member, sources))
-        if "record" not in extraction and extraction.get("replay"):
-            extraction = {**extraction, "record": replayed_record(member, document, extraction, entry, board_dir)}
+        record = extraction.record
+        if record is None and extraction.replay:  # a pointer member's archive names its cassette instead
+            record = replayed_record(member, document, extraction, entry, board_dir)
         threshold = (entry.get("settings") or {}).get("threshold")
-        result = score_record(member, extraction.get("record"), document, sources, threshold)
+        result = score_record(member, record, document, sources, threshold)
         # the task's verdict policy on a schema_invalid or truncated answer, as a run applies it
-        run = {**(entry.get("run") or {}), **(extraction.get("run") or {})}
+        run = RunBlock({**(entry.get("run") or {}), **extraction.run.to_json()})
         result = apply_verdict_policy(result, run, member.task.spec.verdict)
     except IntegrityError as e:
         res.status, res.message = "refused", str(e)
