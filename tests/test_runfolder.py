@@ -60,7 +60,7 @@ def test_every_reader_finds_the_same_member_backend_results(tmp_path):
     assert [(s.member, s.backend, s.status) for s in every] == [
         ("m0", "a", SCORED), ("m0", "org/b", SCORED), ("m1", "a", SCORED), ("m1", "org/b", ERROR),
         ("m2", "a", SCORED), ("m2", "org/b", SCORED)]
-    assert every[3].home == lost and not every[3].has_score and every[3].score()["cause"] == NOTEBOOK_FAILED
+    assert every[3].home == lost and not every[3].has_score and every[3].score().cause == NOTEBOOK_FAILED
 
     members, _ = load_scores(out, "memos")
     pairs = [(s.member, s.backend) for s in every]
