@@ -298,10 +298,9 @@ def archived(extraction: records.ExtractionRecord, pointer: bool = False) -> dic
     return {**keep, "backend": {"label": backend.label, "model": backend.model, "spec": redact_stored(backend.spec or "")}}
 
 
-def read_archived(board_dir: str | Path, entry: Mapping[str, Any]) -> records.ExtractionRecord | None:
+def read_archived(board_dir: str | Path, entry: BoardEntry) -> records.ExtractionRecord | None:
     """The archived extraction behind an entry (None when the entry names none, or it is not there)."""
-    rel = entry.get("archive")
-    path = Path(board_dir) / rel if rel else None
+    path = Path(board_dir) / entry.archive if entry.archive else None
     if path is None or not path.is_file():
         return None
     return records.ExtractionRecord.from_json(read_json(path), path)
