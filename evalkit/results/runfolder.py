@@ -224,8 +224,8 @@ def write_score(home: str | Path, member_key: str, extraction: ExtractionRecord,
     backend and run block; with `reference`, the label of the backend whose record was the truth (a
     similarity, not an accuracy). Returns what was written."""
     path = Path(home) / SCORE
-    payload = {"status": SCORED, **result.to_json(), "member": member_key,
-               "backend": extraction.backend.to_json(), "run": extraction.run.to_json(), **({"reference": reference} if reference else {})}
+    payload = {"status": SCORED, **result.to_json(), "member": member_key, "backend": extraction.backend.to_json(),
+               "run": extraction.run.to_json(), **({"reference": reference} if reference else {})}
     record = ScoreRecord.from_json(payload, path)
     write_json(path, record.to_json())
     return record

@@ -241,7 +241,8 @@ def truth_sha256(member: Member, sources: Path | None) -> str | None:
         return None
 
 
-def settings_of(member: Member | None, run_json: records.RunRecord, run: records.RunBlock | None = None) -> dict[str, Any]:
+def settings_of(member: Member | None, run_json: records.RunRecord,
+                run: records.RunBlock | None = None) -> dict[str, Any]:
     """Only what differs from evalkit's defaults: the sampling settings the call was sent (its run block's
     ``settings``: the task's, with any ``--set``; the task's own for a record made before run blocks held
     them), and a ``--threshold`` override."""
@@ -295,7 +296,8 @@ def archived(extraction: records.ExtractionRecord, pointer: bool = False) -> dic
     keep = extraction.to_json(keys=(*fields, *(() if replay else ("record",))))
     if replay:
         keep["replay"] = True
-    return {**keep, "backend": {"label": backend.label, "model": backend.model, "spec": redact_stored(backend.spec or "")}}
+    return {**keep, "backend": {"label": backend.label, "model": backend.model,
+                                "spec": redact_stored(backend.spec or "")}}
 
 
 def read_archived(board_dir: str | Path, entry: BoardEntry) -> records.ExtractionRecord | None:
