@@ -82,9 +82,10 @@ def synthetic_runs(root: Path, members: int, tpl: Path | None = None) -> tuple[P
 
     tpl = tpl or template(root)
     homes = [h for h in sorted((tpl / TASK).iterdir()) if (h / "fake" / runfolder.SCORE).is_file()]
-    scores = [runfolder.read_score(h / "fake") for h in homes]
-    extractions = [runfolder.read_extraction(h / "fake") for h in homes]
-    run_json = runfolder.read_run_json(tpl)
+    # the template's files as JSON, to write again under other member names (`_write_runs`)
+    scores = [runfolder.read_score(h / "fake").to_json() for h in homes]
+    extractions = [runfolder.read_extraction(h / "fake").to_json() for h in homes]
+    run_json = runfolder.read_run_json(tpl).to_json()
     names = [f"m{i:05d}" for i in range(members)]
     with unsynced():  # synthetic files: no fsync each (minutes at 10,000 members)
         _write_runs(root, names, scores, extractions, run_json)

@@ -51,7 +51,7 @@ def run_seconds(backend: str, repeat: int) -> tuple[float, int]:
             times.append(time.perf_counter() - t)
             if proc.returncode not in (0, 1):
                 sys.exit(f"evalkit run failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
-            members = len(read_run_json(tmp)["members"])
+            members = len(read_run_json(tmp).members)
     return statistics.median(times), members
 
 

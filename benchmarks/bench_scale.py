@@ -469,7 +469,7 @@ def _check_members(out: Path, n: int, status: str = "ran") -> None:
     if swept is not None:
         done = sum(m["status"] == status for m in swept.values())
     else:
-        done = len(read_run_json(out)["members"])
+        done = len(read_run_json(out).members)
     if done != n:
         sys.exit(f"{out}: {done} members {status}, not {n}")
 

@@ -50,7 +50,7 @@ def _memos(out: Path, batch: bool, **kw):
 
 
 def _runs(run_dir: Path) -> list[dict]:
-    return [runfolder.read_extraction(p.parent)["run"] for p in sorted(run_dir.rglob(runfolder.EXTRACTION))]
+    return [runfolder.read_extraction(p.parent).run.to_json() for p in sorted(run_dir.rglob(runfolder.EXTRACTION))]
 
 
 def test_deal_memos_through_message_batches_cost_half_the_per_call_rate(tmp_path, monkeypatch):

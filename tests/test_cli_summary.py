@@ -7,6 +7,7 @@ from pathlib import Path
 
 from evalkit.board.sweep import MemberResult, SweepResult
 from evalkit.cli.summary import print_summary
+from evalkit.results.records import ScoreRecord
 from evalkit.results.runfolder import Scored
 from evalkit.results.summary import summarize
 from evalkit.stages.runner import Outcome, Recorded, RunResult
@@ -23,7 +24,7 @@ def summary_of(outcomes, tmp_path):
     for o in outcomes:
         data = ({"score": o.score, "passed": o.passed, "metrics": o.metrics} if o.status == "scored"
                 else Failed(o.cause, o.message).to_json())
-        results.append(Scored(o.task, o.member, o.backend, tmp_path, tmp_path, "run", data))
+        results.append(Scored(o.task, o.member, o.backend, tmp_path, tmp_path, "run", ScoreRecord(data)))
     return summarize(results, {"backends": [{"label": b} for b in sorted({o.backend for o in outcomes})]})
 
 

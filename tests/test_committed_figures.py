@@ -41,7 +41,7 @@ def test_the_default_cassette_replays_to_the_standing_scoreboard(tmp_path, monke
     assert len(entries) == len(replayed) == 59
     for task, member, backend, entry in entries:
         score = replayed[(task, member, backend)]
-        assert (score["metrics"], score["passed"]) == (entry["metrics"], entry["passed"]), (task, member)
+        assert (score.metrics, score.passed) == (entry["metrics"], entry["passed"]), (task, member)
 
 
 def test_the_committed_band_is_re_measured_from_the_committed_samples(tmp_path, monkeypatch):

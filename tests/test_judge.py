@@ -24,6 +24,7 @@ from evalkit.backends.base import Completion
 from evalkit.backends.cassette import load_records, make_record
 from evalkit.corpus.sources import check_integrity, read_document
 from evalkit.corpus.tasks import DEFAULT_CORPUS, load_task
+from evalkit.results.records import ExtractionRecord
 from evalkit.results.runfolder import JUDGMENTS, read_judgments
 from evalkit.scoring import ScoreContext
 from evalkit.scoring.graph import SCORER, corpus_metrics, expected_extraction
@@ -330,10 +331,10 @@ def test_verdicts_of_an_earlier_run_are_not_inherited(tmp_path):
 
 
 def test_read_judgments_only_for_the_extraction_it_judged(tmp_path):
-    ext = {"record": {"entities": []}}
-    (tmp_path / JUDGMENTS).write_text(json.dumps({"extraction_sha256": canonical_sha(ext["record"]), "axes": {}}))
+    ext = ExtractionRecord({"record": {"entities": []}})
+    (tmp_path / JUDGMENTS).write_text(json.dumps({"extraction_sha256": canonical_sha(ext.record), "axes": {}}))
     assert read_judgments(tmp_path, ext) is not None
-    assert read_judgments(tmp_path, {"record": {"entities": [{"name": "x"}]}}) is None
+    assert read_judgments(tmp_path, ExtractionRecord({"record": {"entities": [{"name": "x"}]}})) is None
 
 
 @pytest.mark.parametrize("args, message", [

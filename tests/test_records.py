@@ -140,3 +140,32 @@ def test_run_json_merge_keeps_earlier_backends_and_is_a_record(tmp_path):
     assert merged == runfolder.read_run_json(tmp_path)
     assert [(b.label, b.started) for b in merged.backends] == [("a", "t2"), ("b", "t2")]
     assert merged.heldout == {"t/m0"} and merged.members == ["t/m0", "t/m1"] and merged.started_for("c") == "t2"
+
+
+def test_records_are_not_dicts(fake_run):
+    """No reader walks a record as the file's dict: no ``[key]``, ``get``, ``in`` or ``**``; the typed properties
+    (and ``to_json`` for a writer) are the only way in. A record read through `scan` is the typed one too."""
+    run_dir, home = fake_run
+    found = runfolder.scan(run_dir)
+    assert found and all(isinstance(s.record, ScoreRecord) for s in found)
+    records = [runfolder.read_run_json(run_dir), runfolder.read_extraction(home), runfolder.read_score(home),
+               found[0].record, found[0].score(), found[0].samples()[0], JudgmentsRecord({"axes": {}}),
+               runfolder.read_extraction(home).run, runfolder.read_extraction(home).backend,
+               runfolder.read_run_json(run_dir).backends[0]]
+    for record in records:
+        with pytest.raises(TypeError):
+            record["status"]  # noqa: B018 - the indexing is what is tested
+        with pytest.raises(TypeError):
+            "status" in record  # noqa: B015
+        with pytest.raises(TypeError):
+            {**record}  # noqa: B018
+        assert not hasattr(record, "get") and not hasattr(record, "keys")
+        assert isinstance(record.to_json(), dict)
+    score = runfolder.read_score(home)
+    assert found[0].record.to_json() == score.to_json() == json.loads((home / runfolder.SCORE).read_text())
+
+
+def test_to_json_of_some_keys_keeps_absent_keys_absent_and_nulls_null():
+    """What a writer copying part of a file (the scoreboard's archive) needs: the keys, as the file holds them."""
+    ext = ExtractionRecord({"member": "t/m", "cause": None, "record": {"a": 1}})
+    assert ext.to_json(keys=("member", "cause", "message")) == {"member": "t/m", "cause": None}

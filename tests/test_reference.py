@@ -33,9 +33,9 @@ def test_others_are_scored_against_the_reference_and_it_is_not_scored(tmp_path, 
     assert res.exit_code != EXIT_BACKEND
     for mid in TWO:
         score = read_score(member_dir(tmp_path / "run", "encyclopedia", mid, "again"))
-        assert score["reference"] == "base"
+        assert score.reference == "base"
         assert not (member_dir(tmp_path / "run", "encyclopedia", mid, "base") / "score.json").exists()
-    assert read_run_json(tmp_path / "run")["reference"] == "base"
+    assert read_run_json(tmp_path / "run").reference == "base"
     # Against the truth the aliases are wrong too: the same figures (the reference here echoes the truth).
     truthful = run_graph(tmp_path / "truth", recorded)
     assert metrics_of(res)[("orla-fenwick", "again")] == metrics_of(truthful)[("orla-fenwick", "again")]
@@ -105,7 +105,7 @@ def test_cli_reference_must_be_one_of_the_backends_and_the_notebooks_score_again
     assert ok.returncode == 0 and f"[1/1] encyclopedia/{TWO[0]} …  90.9% PASS" in ok.stdout
     assert "  again: 1/1 passed" in ok.stdout and "base:" not in ok.stdout  # the reference is no result
     home = member_dir(tmp_path / "nb", "encyclopedia", TWO[0], "again")
-    assert read_score(home)["reference"] == "base" and (home / "score.ipynb").exists()
+    assert read_score(home).reference == "base" and (home / "score.ipynb").exists()
     assert not (member_dir(tmp_path / "nb", "encyclopedia", TWO[0], "base") / "score.ipynb").exists()
 
 
@@ -135,8 +135,8 @@ def test_a_corpus_without_truth_validates_and_is_scored_only_against_a_reference
     assert "similarity to a's extractions" in res.output, res.output
     m0 = read_score(member_dir(tmp_path / "r1", "memos", "m0", "b"))
     m1 = read_score(member_dir(tmp_path / "r1", "memos", "m1", "b"))
-    assert m0["score"] == 1.0 and m0["reference"] == "a"  # both said 0.5
-    assert m1["score"] < 1.0 and any(r["field"] == "rate" and r["outcome"] == "mismatch" for r in m1["items"])
+    assert m0.score == 1.0 and m0.reference == "a"  # both said 0.5
+    assert m1.score < 1.0 and any(r["field"] == "rate" and r["outcome"] == "mismatch" for r in m1.rows)
     # A task with truth still needs its provenance.
     (task / "task.yaml").write_text(yaml.safe_dump(TASK, sort_keys=False))
     bad = cli("validate", "--corpus", corpus)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from evalkit.report.frames import backend_calls
+from evalkit.results.records import ScoreRecord
 from evalkit.results.runfolder import Scored
 from evalkit.results.summary import Summary, summarize
 
@@ -14,7 +15,7 @@ from evalkit.results.summary import Summary, summarize
 def _result(member: str, backend: str, status: str = "scored", **run) -> Scored:
     data = {"status": status, "score": 1.0 if status == "scored" else None, "passed": status == "scored",
             "metrics": {}, "run": run, **({"cause": "provider_error"} if status == "error" else {})}
-    return Scored("t", member, backend, Path(f"/r/t/{member}/{backend}"), Path("/r"), "r", data)
+    return Scored("t", member, backend, Path(f"/r/t/{member}/{backend}"), Path("/r"), "r", ScoreRecord(data))
 
 
 def test_backend_calls_show_the_summary_figures_errors_parse_outcomes_and_latency_percentiles():

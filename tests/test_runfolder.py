@@ -60,7 +60,7 @@ def test_every_reader_finds_the_same_member_backend_results(tmp_path):
     assert [(s.member, s.backend, s.status) for s in every] == [
         ("m0", "a", SCORED), ("m0", "org/b", SCORED), ("m1", "a", SCORED), ("m1", "org/b", ERROR),
         ("m2", "a", SCORED), ("m2", "org/b", SCORED)]
-    assert every[3].home == lost and not every[3].has_score and every[3].score()["cause"] == NOTEBOOK_FAILED
+    assert every[3].home == lost and not every[3].has_score and every[3].score().cause == NOTEBOOK_FAILED
 
     members, _ = load_scores(out, "memos")
     pairs = [(s.member, s.backend) for s in every]
@@ -79,3 +79,29 @@ def test_run_json_keeps_every_backend_and_member_a_folder_holds(tmp_path):
     data = runfolder.read_run_json(tmp_path)
     assert [b.label for b in data.backends] == ["a", "b"] and data.members == ["t/m0", "t/m1"]
     assert data.started == "t2" and runfolder.read_run_json(tmp_path / "none").to_json() == {}
+
+
+# Calls that read a JSON file whole: outside evalkit/results/ none of them may be handed a run-folder file name.
+_JSON_READS = {"read_json", "load", "loads", "_read_dict"}
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {n.id if isinstance(n, ast.Name) else n.attr for n in ast.walk(node) if isinstance(n, (ast.Name, ast.Attribute))}
+
+
+def test_no_module_outside_results_reads_a_run_folder_file_as_json():
+    """run.json, extraction.json, score.json, judgments.json, summary.json … are read by their typed readers
+    (`runfolder.read_*`, `summary.read_summary`), never as a raw dict by the module that wants a figure."""
+    constants = {name for name, value in vars(runfolder).items() if name.isupper() and value in runfolder.FILES}
+    found = []
+    for path in sorted((ROOT / "evalkit").rglob("*.py")):
+        if (ROOT / "evalkit" / "results") in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+            hit = constants & set().union(*(_names(a) for a in node.args), set())
+            if func in _JSON_READS and hit:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {func}(… {', '.join(sorted(hit))} …)")
+    assert found == [], "read these through their typed readers (evalkit.results):\n" + "\n".join(found)

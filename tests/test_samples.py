@@ -118,7 +118,7 @@ def test_replay_from_the_cassette_gives_the_same_figures_with_no_call(k3):
     assert got["m0"] == (SCORED, 1.0, True) and got["m1"][1:] == (pytest.approx(2.5 / 3), False)
     # m2's sample 2 has no recording: that sample is not covered (an error of the sample), m2 scored from 0 and 1
     m2 = runfolder.read_score(runfolder.sample_dir(runfolder.member_dir(root / "replay", "memos", "m2", "py"), 2))
-    assert m2["status"] == ERROR and m2["cause"] == "not_covered"
+    assert m2.status == ERROR and m2.cause == "not_covered"
     assert got["m2"] == (SCORED, 1.0, True)
     assert replayed.summary["tasks"]["memos"]["backends"][0]["calls"]["replayed"] == 8
 
@@ -230,9 +230,9 @@ def test_member_figures_leave_errors_out_and_count_them():
     assert (f["pass_at_k"], f["pass_hat_k"]) == (True, False)
     assert f["agreement"] == pytest.approx(2 / 3)
     h = headline([_s(0, None, None, status=ERROR, cause="timeout"), _s(1, 0.4, True), _s(2, 0.6, True)])
-    assert h["status"] == SCORED and h["score"] == pytest.approx(0.5) and h["passed"] is True
-    assert h["metrics"]["score"] == pytest.approx(0.5) and "errored: sample 0 (timeout)" in h["notes"][0]
-    assert headline([_s(0, None, None, status=ERROR, cause="timeout")])["status"] == ERROR  # never a number
+    assert h.status == SCORED and h.score == pytest.approx(0.5) and h.passed is True
+    assert h.metrics["score"] == pytest.approx(0.5) and "errored: sample 0 (timeout)" in h.notes[0]
+    assert headline([_s(0, None, None, status=ERROR, cause="timeout")]).status == ERROR  # never a number
     assert member_figures([_s(0, 1.0, None)])["pass_at_k"] is None  # no verdict, no pass@k
 
 

@@ -44,8 +44,8 @@ def test_limit_set_run_records_the_override_in_run_json_and_every_run_block(tmp_
     params = read_json(out / RUN_JSON)["parameters"]
     assert params["limit"] == 3 and params["settings"] == {"temperature": 0.5}
     for s in scan(out):
-        assert s.score()["run"]["settings"] == {"temperature": 0.5}
-        assert s.extraction()["run"]["settings"] == {"temperature": 0.5}
+        assert s.score().run.settings == {"temperature": 0.5}
+        assert s.extraction().run.settings == {"temperature": 0.5}
     board = load_board(corpus / "scoreboard.json")
     assert {m: e["fake"]["settings"] for m, e in board["tasks"]["memos"].items()} == \
         {f"m{i}": {"temperature": 0.5} for i in range(3)}
@@ -55,10 +55,10 @@ def test_task_settings_are_non_default_too_and_the_override_replaces_them(tmp_pa
     corpus = make_corpus(tmp_path, members=1)
     write_yaml(corpus / "memos" / "task.yaml", {**TASK, "settings": {"max_tokens": 2048}})
     plain = run(RunOptions(corpus=corpus, backends=specs("fake"), out=tmp_path / "a", notebooks=False))
-    assert scan(plain.run_dir)[0].score()["run"]["settings"] == {"max_tokens": 2048}
+    assert scan(plain.run_dir)[0].score().run.settings == {"max_tokens": 2048}
     over = run(RunOptions(corpus=corpus, backends=specs("fake"), out=tmp_path / "b", notebooks=False,
                           settings={"max_tokens": 1024}))  # back to evalkit's default: nothing non-default left
-    assert scan(over.run_dir)[0].score()["run"]["settings"] == {}
+    assert scan(over.run_dir)[0].score().run.settings == {}
 
 
 def test_sample_is_seeded_recorded_and_differs_by_seed(tmp_path):
@@ -94,8 +94,8 @@ def test_sweep_takes_the_same_scope_and_a_settings_change_is_not_current(tmp_pat
     assert [m.member for m in first.members] == ["m0", "m1"] and first.exit_code == 0
     data = read_json(out / SWEEP_JSON)
     assert data["limit"] == 2 and data["settings"] == {"temperature": 0.5}
-    assert all(s.score()["run"]["settings"] == {"temperature": 0.5} for s in scan(out))
+    assert all(s.score().run.settings == {"temperature": 0.5} for s in scan(out))
     assert [m.status for m in sweep(opts).members] == ["current", "current"]
     opts.settings = {"temperature": 0.7}
     assert [m.status for m in sweep(opts).members] == ["ran", "ran"]
-    assert json.dumps(sorted({s.score()["run"]["settings"]["temperature"] for s in scan(out)})) == "[0.7]"
+    assert json.dumps(sorted({s.score().run.settings["temperature"] for s in scan(out)})) == "[0.7]"

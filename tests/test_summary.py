@@ -11,6 +11,7 @@ import pytest
 import yaml
 from corpus_factory import add_member, cli, make_corpus, specs, write_yaml
 
+from evalkit.results.records import ScoreRecord
 from evalkit.results.runfolder import Scored
 from evalkit.results.summary import BackendEntry, backend_line, read_summary, summarize
 from evalkit.scoring.stats import SEED, mean_ci, sub_seed
@@ -29,7 +30,7 @@ def extract(text, task):
 
 def scored(member, backend, score=None, metrics=None, passed=None, status="scored", run=None, **extra):
     data = {"status": status, "score": score, "passed": passed, "metrics": metrics or {}, "run": run or {}, **extra}
-    return Scored("t", member, backend, Path(f"/r/t/{member}/{backend}"), Path("/r"), "r", data)
+    return Scored("t", member, backend, Path(f"/r/t/{member}/{backend}"), Path("/r"), "r", ScoreRecord(data))
 
 
 def test_summarize_counts_means_cis_heldout_and_calls():

@@ -229,7 +229,7 @@ def test_the_sweeps_calls_go_on_while_their_answers_are_written(tmp_path, monkey
         members = [replace(opts, tasks=["memos"], only=[f"m{i}"], out=tmp_path / "sw" / f"m{i}") for i in range(8)]
         assert sweeping._calls_job(opts, members) == {}
         assert len(server.completions()) == 8 and len(written) == 8  # every answer on disk when the job returns
-        assert all(runfolder.read_extraction(h)["record"] for h in written)
+        assert all(runfolder.read_extraction(h).record for h in written)
         span = max(server.arrivals) - min(server.arrivals)
         assert span < 1.2, span  # 2 at a time, 0.2 s each: the 7th and 8th arrive ~0.6 s in (~1.8 s in the loop)
     finally:

@@ -15,6 +15,7 @@ from evalkit.cli.summary import verdict_line
 from evalkit.corpus.sources import check_integrity, read_document
 from evalkit.corpus.specs import VerdictPolicy
 from evalkit.corpus.tasks import load_task
+from evalkit.results.records import RunBlock, ScoreRecord
 from evalkit.scoring import ScoreResult
 from evalkit.stages.pipeline import apply_verdict_policy, extraction_record, render_request, score_home
 from evalkit.stages.runner import _outcome
@@ -52,7 +53,7 @@ def scored(root, completion, verdict=None):
     data = json.loads((home / "score.json").read_text())
     from evalkit.stages.runner import Home
 
-    return data, verdict_line(_outcome(Home(member, "b", home), data), 1, 1, False)
+    return data, verdict_line(_outcome(Home(member, "b", home), ScoreRecord(data)), 1, 1, False)
 
 
 def test_a_schema_invalid_answer_fails_with_its_score_and_each_violation_path(tmp_path):
@@ -99,7 +100,7 @@ def test_a_truncation_the_retry_recovered_is_no_fault(tmp_path):
     ({"parse": "clean", "truncated": "retry_succeeded"}, {}, True, []),
 ])
 def test_the_policy_fails_exactly_the_faults_it_names(run, policy, passed, faults):
-    res = apply_verdict_policy(ScoreResult(score=0.95, passed=True, metrics={}, items=[]), run,
+    res = apply_verdict_policy(ScoreResult(score=0.95, passed=True, metrics={}, items=[]), RunBlock(run),
                                VerdictPolicy.model_validate(policy))
     assert res.passed is passed and res.score == 0.95
     assert [n.split(" — ")[0] for n in res.notes] == faults
@@ -108,7 +109,7 @@ def test_the_policy_fails_exactly_the_faults_it_names(run, policy, passed, fault
 
 
 def test_a_task_without_a_verdict_keeps_none():
-    res = apply_verdict_policy(ScoreResult(score=None, passed=None, metrics={}, items=[]), {"truncated": "exhausted"},
+    res = apply_verdict_policy(ScoreResult(score=None, passed=None, metrics={}, items=[]), RunBlock({"truncated": "exhausted"}),
                                VerdictPolicy())
     assert res.passed is None and res.notes[0].startswith("truncated — ") and "FAIL" not in res.notes[0]
 

@@ -57,7 +57,7 @@ from evalkit.results.scoreboard import board_path, read_board
 from evalkit.results.scoreboard import update_scoreboard as update
 from evalkit.results.summary import read_summary
 from evalkit.scoring.stats import SEED, as_number, mean, sign_flip_p, sub_seed
-from evalkit.status import ERROR, failure_of
+from evalkit.status import ERROR
 
 __all__ = ["FLOOR", "HIGHER_IS_BETTER", "is_gated", "direction", "Change", "Comparison", "compare", "parse_justify",
            "Coverage", "coverage", "CheckResult", "check"]
@@ -318,7 +318,7 @@ def check(opts: Any, *, run_dir: Any = None, board: Any = None, band_file: Any =
     errors: dict = {}  # the new sweep's errored members: no score, not comparable
     for s in scan(run_dir, status=ERROR):
         if (not tasks or s.task in tasks) and keep(s.task, s.member):
-            errors.setdefault(s.task, {}).setdefault(s.backend, {})[s.member] = str(failure_of(s.score()))
+            errors.setdefault(s.task, {}).setdefault(s.backend, {})[s.member] = str(s.score().failure)
     standing = {t: {b: {m: e.metrics for m, e in per.items() if keep(t, m)} for b, per in d.items()}
                 for t, d in standing_board.by_task(tasks).items()}
     heldout = heldout_keys(opts.corpus, tasks)

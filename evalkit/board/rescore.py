@@ -27,14 +27,9 @@ from evalkit.corpus.sources import check_integrity, read_document, sha256_file
 from evalkit.corpus.specs import Settings
 from evalkit.corpus.tasks import find_task, sources_dir
 from evalkit.errors import EXIT_INTEGRITY, EXIT_INVALID, EXIT_OK, EvalkitError, IntegrityError, ScoreboardError
+from evalkit.results.records import ExtractionRecord, RunBlock
 from evalkit.results.runfolder import read_extraction
-from evalkit.results.scoreboard import (
-    edit_board,
-    iter_entries,
-    load_board,
-    read_archived,
-    truth_sha256,
-)
+from evalkit.results.scoreboard import BoardEntry, edit_board, read_archived, read_board, truth_sha256
 from evalkit.stages.pipeline import apply_verdict_policy, render_request, request_sha, run_sync, score_record
 
 __all__ = ["Rescored", "RescoreResult", "rescore"]
@@ -70,7 +65,7 @@ class RescoreResult:
         return EXIT_OK
 
 
-def replayed_record(member: Any, document: Any, archived: dict[str, Any], entry: dict[str, Any],
+def replayed_record(member: Any, document: Any, archived: ExtractionRecord, entry: BoardEntry,
                     board_dir: Path) -> Any:
     """The record an archive names by its cassette (``"replay": true``, a pointer member's): the same request
     rendered again and replayed from that committed cassette — no model call. A request that no longer renders
@@ -78,13 +73,12 @@ def replayed_record(member: Any, document: Any, archived: dict[str, Any], entry:
     # lazy: read per call: tests patch resolve.open_backends
     from evalkit.backends.resolve import open_backends, resolve_backends
 
-    sent = {k: v for k, v in (entry.get("settings") or {}).items() if k in Settings.model_fields}
+    sent = {k: v for k, v in entry.settings.items() if k in Settings.model_fields}
     request = render_request(member.task, member, document, None, Settings().with_overrides(sent))
-    if request_sha(request) != archived.get("request_sha256"):
+    if request_sha(request) != archived.request_sha256:
         raise EvalkitError(f"{member.key}: its request no longer renders as when the entry was scored (the prompt, "
                            "schema or settings changed): re-run it (evalkit sweep --update-scoreboard)")
-    backend = archived.get("backend") or {}
-    spec = BackendSpec.parse(backend.get("spec", ""), label=backend.get("label"))
+    spec = BackendSpec.parse(archived.backend.spec or "", label=archived.backend.label)
     path = Path(spec.options.get("path", ""))
     if not path.is_absolute() and not path.is_file():  # stored relative to the project: the board's parent's parent
         spec = BackendSpec(spec.label, spec.kind, {**spec.options, "path": str(board_dir.parent / path)})
@@ -95,29 +89,30 @@ def replayed_record(member: Any, document: Any, archived: dict[str, Any], entry:
         run_sync(replayer.aclose())
 
 
-def _rescore_one(board_dir: Path, task_id: str, member_id: str, label: str, entry: dict[str, Any],
+def _rescore_one(board_dir: Path, task_id: str, member_id: str, label: str, entry: BoardEntry,
                  corpus: Path, sources: Path | None, cache: dict) -> tuple[Rescored, dict[str, Any] | None]:
-    res = Rescored(task_id, member_id, label, "failed", before=dict(entry.get("metrics") or {}))
-    folder = entry.get("run_folder")
-    if not folder and not entry.get("archive"):
+    res = Rescored(task_id, member_id, label, "failed", before=dict(entry.metrics))
+    folder = entry.run_folder
+    if not folder and not entry.archive:
         res.message = "the entry names no archive and no run_folder: nothing to re-score from"
         return res, None
     try:
         extraction = read_archived(board_dir, entry)
         if extraction is None:
             if not folder:
-                raise EvalkitError(f"{board_dir / entry['archive']}: archived record not found")
+                raise EvalkitError(f"{board_dir / str(entry.archive)}: archived record not found")
             extraction = read_extraction(board_dir / folder)
         if task_id not in cache:
             cache[task_id] = find_task(corpus, task_id)
         member = cache[task_id].member(member_id)
         document = read_document(check_integrity(member, sources))
-        if "record" not in extraction and extraction.get("replay"):
-            extraction = {**extraction, "record": replayed_record(member, document, extraction, entry, board_dir)}
-        threshold = (entry.get("settings") or {}).get("threshold")
-        result = score_record(member, extraction.get("record"), document, sources, threshold)
+        record = extraction.record
+        if record is None and extraction.replay:  # a pointer member's archive names its cassette instead
+            record = replayed_record(member, document, extraction, entry, board_dir)
+        threshold = entry.settings.get("threshold")
+        result = score_record(member, record, document, sources, threshold)
         # the task's verdict policy on a schema_invalid or truncated answer, as a run applies it
-        run = {**(entry.get("run") or {}), **(extraction.get("run") or {})}
+        run = RunBlock({**entry.run.to_json(), **extraction.run.to_json()})
         result = apply_verdict_policy(result, run, member.task.spec.verdict)
     except IntegrityError as e:
         res.status, res.message = "refused", str(e)
@@ -125,7 +120,7 @@ def _rescore_one(board_dir: Path, task_id: str, member_id: str, label: str, entr
     except EvalkitError as e:
         res.message = str(e)
         return res, None
-    new = {k: v for k, v in entry.items()}  # shallow: the run block object itself is carried over
+    new = entry.to_json()  # its run block is replaced by the board's own when written (`rescore`)
     new["metrics"] = result.metrics
     new["passed"] = result.passed
     new["truth_sha256"] = truth_sha256(member, sources)
@@ -147,17 +142,18 @@ def rescore(board_path: str | Path, *, corpus: str | Path | None = None, sources
     corpus = Path(corpus) if corpus is not None else board_path.parent
     src = sources_dir(sources)
     want_t, want_m, want_b = set(tasks or ()), set(only or ()), set(backends or ())
-    snapshot = load_board(board_path, must_exist=True)
+    snapshot = read_board(board_path, must_exist=True)
     cache: dict = {}
     results, updates = [], {}
-    for task, member, label, entry in iter_entries(snapshot):
+    for task, member, label, entry in snapshot.entries():
         if (want_t and task not in want_t) or (want_m and member not in want_m and f"{task}/{member}" not in want_m) \
                 or (want_b and label not in want_b):
             continue
         res, new = _rescore_one(board_path.parent, task, member, label, entry, corpus, src, cache)
         results.append(res)
         if new is not None:
-            updates[(task, member, label)] = (entry.get("run"), new)
+            run = entry.run.to_json() if "run" in entry.model_fields_set else None  # as the board's JSON holds it
+            updates[(task, member, label)] = (run, new)
     if not results:
         raise ScoreboardError(f"{board_path}: no entry matches the selection")
     if updates:

@@ -46,7 +46,7 @@ def load_side(run_dir: str | Path, requests: dict[tuple[str, str, str], str | No
         raise UsageError(f"{run_dir}: run folder not found")
     out: Sides = {}
     for s in runfolder.iter_scan(run_dir, status=None, unscored=True):  # one score.json at a time, slimmed
-        out.setdefault(s.task, {}).setdefault(s.backend, {})[s.member] = _slim(s.data)
+        out.setdefault(s.task, {}).setdefault(s.backend, {})[s.member] = _slim(s.record)
         if requests is not None:
             requests[(s.task, s.backend, s.member)] = s.extraction().request_sha256
     return out
@@ -55,12 +55,11 @@ def load_side(run_dir: str | Path, requests: dict[tuple[str, str, str], str | No
 _READ = ("status", "cause", "message", "score", "passed", "metrics", "backend", "run")  # what a diff reads
 
 
-def _slim(data: Mapping[str, Any]) -> dict[str, Any]:
+def _slim(score: ScoreRecord) -> dict[str, Any]:
     """The parts of a score.json a diff reads (`evalkit.scoring.delta`, `_pair_config`): its details, notes and the
     member name every item repeats are left behind, which at 10,000 members is much of the memory."""
-    out = {k: data[k] for k in _READ if k in data}
-    out["items"] = [{k: v for k, v in row.items() if k != "member"} if "member" in row else row
-                    for row in data.get("items") or []]
+    out = score.to_json(keys=_READ)
+    out["items"] = [{k: v for k, v in row.items() if k != "member"} if "member" in row else row for row in score.rows]
     return out
 
 

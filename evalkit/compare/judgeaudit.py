@@ -54,10 +54,10 @@ def candidates(run: str | Path) -> list[dict[str, Any]]:
     rows = []
     for s in scan(run):
         judgments = read_judgments(s.home, s.extraction())
-        if not judgments:
+        if judgments is None:
             continue
-        items = s.score().get("items") or []
-        for axis, entry in sorted((judgments.get("axes") or {}).items()):
+        items = s.score().rows
+        for axis, entry in sorted(judgments.axes.items()):
             if entry.get("status") != "judged":
                 continue
             paired = {json.dumps(a["extracted_key"]): a.get("expected") for a in entry.get("accepted") or []}
@@ -224,7 +224,7 @@ def member_counts(run: str | Path, backend: str, axis: str, cands: Sequence[Mapp
     looked at on that axis; others carry their strict counts with no candidates)."""
     per: dict[tuple[str, str], list[float]] = {}
     for s in scan(run):
-        met = s.score().get("metrics") or {}
+        met = s.score().metrics
         if s.backend != backend or met.get(f"{axis}_tp") is None:
             continue
         per[(s.task, s.member)] = [float(met[f"{axis}_tp"]), float(met[f"{axis}_fp"]), float(met[f"{axis}_fn"]), 0, 0]

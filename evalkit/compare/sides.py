@@ -51,12 +51,12 @@ from evalkit.execution.execute import NOTEBOOKS_DIR, NotebookJob, execute
 from evalkit.report.frames import item_shape
 from evalkit.report.views import figure
 from evalkit.results import runfolder
-from evalkit.results.records import JudgmentsRecord, RunBlock, RunRecord
+from evalkit.results.records import JudgmentsRecord, RunBlock, RunRecord, ScoreRecord
 from evalkit.results.summary import BackendEntry, Summary, TaskSummary, completion_of, read_summary, summarize
 from evalkit.scoring.delta import compare_sides
 from evalkit.scoring.ontology import aggregate_compliance
 from evalkit.scoring.stats import CONFIDENCE, RESAMPLES, SEED, micro_f1, micro_f1_ci, sub_seed
-from evalkit.status import PARSE_OUTCOMES, SCORED, row_of
+from evalkit.status import PARSE_OUTCOMES, SCORED
 
 AXES = ("entities", "relations")
 INCONSISTENCY_MARK = 0.20
@@ -81,7 +81,7 @@ class Comparison:
     pairwise: dict[str, Any] | None = None
     judgments: dict[tuple[str, str], JudgmentsRecord] = field(default_factory=dict)
     judge_mode: str | None = None
-    scores: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # backend → member → score.json
+    scores: dict[str, dict[str, ScoreRecord]] = field(default_factory=dict)  # backend → member → score.json
 
     @property
     def ontology_mode(self) -> str:
@@ -107,7 +107,7 @@ def load(run_dir: str | Path, task: str, backends: list[str] | None = None, judg
         member, backend = s.member, s.backend
         if backend not in chosen:
             continue
-        scores[backend][member] = s.data
+        scores[backend][member] = s.record
         ext = _quietly(s.extraction)
         run_block = ext.run if ext else RunBlock()
         if ext:
@@ -116,7 +116,7 @@ def load(run_dir: str | Path, task: str, backends: list[str] | None = None, judg
         if j is not None:
             judgments[(member, backend)] = j
         rows.append({"member": member, "backend": backend, "scored": s.status == SCORED,
-                     **row_of(s.status, s.data), "parse": run_block.parse, "error": run_block.error,
+                     **s.record.count_row(s.status), "parse": run_block.parse, "error": run_block.error,
                      "truncated": run_block.truncated, **{f"metric.{k}": v for k, v in sorted(s.score().metrics.items())}})
     members = pd.DataFrame(rows, columns=None if rows else ["member", "backend", "scored", "parse", "error"])
     pw = runfolder.read_pairwise(run_dir, task)
@@ -328,7 +328,7 @@ def header(c: Comparison) -> dict[str, Any]:
 
 def shape(c: Comparison) -> str:
     """The task's item shape (`report.item_shape`): fields, graph, tree or items."""
-    return item_shape([i for side in c.scores.values() for d in side.values() for i in (d.get("items") or [])[:1]])
+    return item_shape([i for side in c.scores.values() for d in side.values() for i in d.rows[:1]])
 
 
 def nothing_comparable(c: Comparison) -> str | None:
@@ -336,7 +336,7 @@ def nothing_comparable(c: Comparison) -> str | None:
     if len(c.backends) < 2:
         return (f"{c.task}: only one backend ({', '.join(c.backends) or 'none'}) in this run: nothing to compare "
                 "(add one with `evalkit compare RUN --backend NAME=SPEC`)")
-    scored = [{m for m, d in c.scores[b].items() if d.get("status", SCORED) == SCORED} for b in c.backends]
+    scored = [{m for m, d in c.scores[b].items() if d.is_scored} for b in c.backends]
     if not any(scored[0] & other for other in scored[1:]):
         return f"{c.task}: no member scored by {c.backends[0]} and another backend: nothing to compare"
     return None
@@ -354,7 +354,8 @@ def paired(c: Comparison) -> list[dict[str, Any]]:
         return []
     a, band = c.backends[0], band_width(c)
     heldout = runfolder.read_run_json(c.run_dir).heldout
-    return [compare_sides(c.task, c.scores[a], c.scores[b], a, b, band, heldout) for b in c.backends[1:]]
+    side = lambda label: {m: d.to_json() for m, d in c.scores[label].items()}  # noqa: E731 - delta reads JSON
+    return [compare_sides(c.task, side(a), side(b), a, b, band, heldout) for b in c.backends[1:]]
 
 
 def summary_table(c: Comparison) -> pd.DataFrame:
@@ -394,9 +395,9 @@ def relation_type_f1(c: Comparison, n_boot: int = RESAMPLES, seed: int = SEED) -
     per: dict[tuple[str, str], dict[str, list[int]]] = {}
     for b in c.backends:
         for member, d in sorted(c.scores[b].items()):
-            if d.get("status", SCORED) != SCORED:
+            if not d.is_scored:
                 continue
-            for i in d.get("items") or []:
+            for i in d.rows:
                 key = i.get("key")
                 if i.get("axis") != "relations" or not isinstance(key, list) or len(key) != 3:
                     continue

@@ -33,7 +33,6 @@ from evalkit.report.overview import OVERVIEW_CSS, overview_html
 from evalkit.report.pages import MEMBER, TASK
 from evalkit.results import runfolder
 from evalkit.results.runfolder import REPORT, SCORE_NB, page
-from evalkit.status import failure_of
 
 __all__ = ["render_notebook", "render_run", "render_index", "safe_svg", "clean_output_html", "TEMPLATES"]
 
@@ -387,15 +386,15 @@ def render_index(run_dir: str | Path) -> Path:
                    "<th>pages</th></tr></thead><tbody>")
         for r in rows:
             s = r["score"]
-            failed = failure_of(s)
+            failed = None if s is None else s.failure
             if s is None:
                 score, verdict = '<span class="missing">—</span>', '<span class="missing">no score</span>'
             elif failed is not None:  # a failure is never a number
                 score = '<span class="ERROR">ERROR</span>'
                 verdict = f'<span class="ERROR" title="{e(failed.message)}">ERROR</span> {e(failed.cause)}'
             else:
-                score = "n/a" if s.get("score") is None else f"{float(s['score']):.3f}"
-                v = "n/a" if s.get("passed") is None else ("PASS" if s["passed"] else "FAIL")
+                score = "n/a" if s.score is None else f"{float(s.score):.3f}"
+                v = "n/a" if s.passed is None else ("PASS" if s.passed else "FAIL")
                 verdict = f'<span class="{v if v != "n/a" else "missing"}">{v}</span>'
             links, folder = [], (task_dir.name, r["member"], r["folder"])
             for p in reportpages.at(MEMBER):

@@ -54,7 +54,6 @@ from evalkit.errors import BandError, CorpusError, UsageError
 from evalkit.results.runfolder import EXTRACTION, read_extraction, sample_dirs, scan
 from evalkit.results.scoreboard import numeric_metrics, write_json
 from evalkit.scoring.stats import CONFIDENCE, RESAMPLES, SEED, mean, mean_ci, sub_seed
-from evalkit.status import SCORED, status_of
 
 __all__ = ["FLOOR", "HIGHER_IS_BETTER", "direction", "is_gated", "BAND_NAME", "SCHEMA_VERSION", "BandError",
            "band_path", "collect", "compute_band", "write_band", "render_markdown", "update_readme",
@@ -92,7 +91,7 @@ def collect(root: str | Path, tasks: Iterable[str] | None = None) -> dict[str, d
     for s in scan(root):
         if want is not None and s.task not in want:
             continue
-        out.setdefault(s.task, {}).setdefault(s.backend, {})[s.member] = numeric_metrics(s.score().get("metrics") or {})
+        out.setdefault(s.task, {}).setdefault(s.backend, {})[s.member] = numeric_metrics(s.score().metrics)
     return out
 
 
@@ -104,7 +103,7 @@ def _sweep_info(root: Path, label: str, band_dir: Path) -> dict[str, Any]:
     spec = ""
     for s in scan(root):
         if s.backend == label:
-            spec = redact_stored(str((s.extraction().get("backend") or {}).get("spec", "")))
+            spec = redact_stored(s.extraction().backend.spec or "")
             break
     return {"backend": label, "spec": spec, "run": Path(os.path.relpath(root.resolve(), band_dir.resolve())).as_posix()}
 
@@ -130,9 +129,8 @@ def _profile(root: Path, label: str, tasks: Iterable[str] | None) -> dict[str, A
     return {
         "task set": sorted({s.task for s in found}),
         "member set": sorted({f"{s.task}/{s.member}" for s in found}),
-        "settings": sorted({json.dumps((s.data.get("run") or {}).get("settings") or {}, sort_keys=True)
-                            for s in found}),
-        "model": sorted({str((s.data.get("backend") or {}).get("model") or "") for s in found}),
+        "settings": sorted({json.dumps(s.record.run.settings or {}, sort_keys=True) for s in found}),
+        "model": sorted({str(s.record.backend.model or "") for s in found}),
     }
 
 
@@ -163,8 +161,8 @@ def _answers(root: Path, label: str, tasks: Iterable[str] | None) -> tuple[dict[
         if s.backend != label or (want is not None and s.task not in want):
             continue
         ext = s.extraction()
-        shas[f"{s.task}/{s.member}"] = canonical_sha(ext.get("record"))
-        predictions |= str((ext.get("backend") or {}).get("spec", "")).startswith("predictions:")
+        shas[f"{s.task}/{s.member}"] = canonical_sha(ext.record)
+        predictions |= (ext.backend.spec or "").startswith("predictions:")
     return shas, predictions
 
 
@@ -207,12 +205,11 @@ def collect_samples(root: str | Path, tasks: Iterable[str] | None = None) -> lis
         if (want is not None and s.task not in want) or not s.sampled:
             continue
         for sample in s.samples():
-            i = sample["sample"]
+            i = sample.sample or 0
             while len(out) <= i:
                 out.append({})
-            if status_of(sample) == SCORED:
-                out[i].setdefault(s.task, {}).setdefault(s.backend, {})[s.member] = numeric_metrics(
-                    sample.get("metrics") or {})
+            if sample.is_scored:
+                out[i].setdefault(s.task, {}).setdefault(s.backend, {})[s.member] = numeric_metrics(sample.metrics)
     return out
 
 
@@ -225,7 +222,7 @@ def _sample_answers(root: Path, label: str, tasks: Iterable[str] | None, k: int)
             continue
         for i, folder in sample_dirs(s.home):
             if i < k and (folder / EXTRACTION).is_file():
-                out[i][f"{s.task}/{s.member}"] = canonical_sha(read_extraction(folder).get("record"))
+                out[i][f"{s.task}/{s.member}"] = canonical_sha(read_extraction(folder).record)
     return out
 
 

@@ -32,7 +32,7 @@ from evalkit._util import jsonio
 from evalkit._util.typed import Bool, Num, Record, Str
 from evalkit.results.runfolder import scan, sweep_of
 from evalkit.results.scoreboard import Metric, _selected, locked, numeric_metrics
-from evalkit.status import ERROR, SCORED, failure_of
+from evalkit.status import ERROR, SCORED
 
 __all__ = ["INDEX_NAME", "index_path", "history_lines", "append_history", "read_history", "history_frame",
            "trend_frame", "run_means", "HistoryLine"]
@@ -84,24 +84,23 @@ def history_lines(run_result: Any) -> list[HistoryLine]:
         if keys is not None and (s.task, s.member, s.backend) not in keys:
             continue
         score, ext, rj = s.score(), s.extraction(), s.run_json()
-        if score.get("reference"):
+        if score.reference:
             continue  # a similarity to another backend (--reference) is not a point on an accuracy trend
-        run = ext.get("run") or {}
-        failed = failure_of(score)
+        failed = score.failure
         lines.append(HistoryLine.from_json({
             "run_id": s.run_id,
             "time": s.started(rj) or datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "task": s.task,
             "member": s.member,
             "backend": s.backend,
-            "model": (ext.get("backend") or {}).get("model"),
-            **({"status": SCORED, "score": _finite(score.get("score")), "passed": score.get("passed"),
-                "metrics": {k: _finite(v) for k, v in numeric_metrics(score.get("metrics") or {}).items()}}
+            "model": ext.backend.model,
+            **({"status": SCORED, "score": _finite(score.score), "passed": score.passed,
+                "metrics": {k: _finite(v) for k, v in numeric_metrics(score.metrics).items()}}
                if failed is None else
                {"status": ERROR, "cause": failed.cause, "message": failed.message}),
-            "cost": {k: run.get(k) for k in ("input_tokens", "output_tokens", "usd", "calls")},
-            "command": rj.get("command"),
-            **({"heldout": True} if f"{s.task}/{s.member}" in (rj.get("heldout") or ()) else {}),
+            "cost": {k: getattr(ext.run, k) for k in ("input_tokens", "output_tokens", "usd", "calls")},
+            "command": rj.command,
+            **({"heldout": True} if f"{s.task}/{s.member}" in rj.heldout else {}),
         }, s.home))
     return lines
 

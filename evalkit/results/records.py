@@ -11,18 +11,19 @@ Schema version: a file records ``schema_version`` only from version 2 on. Every 
 version 1 and carries no such key (so the bytes of every existing run folder, page and cassette stay as
 they were); a file naming a version this evalkit does not know is refused with what to do.
 
-A record is also a read-only `Mapping` of its JSON object: a transitional view for readers not yet moved
-to the properties (the scoreboard, history, band, regress, rescore and judge-audit modules).
+A record is not a dict: it has no ``[key]``, ``get`` or ``in``; a reader that needs a key the record has no
+property for adds the property here (one place says what each key means). ``to_json`` is for a writer that
+must write the object back unchanged.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Iterator, Mapping, Self
+from typing import Any, ClassVar, Iterable, Mapping, Self
 
 from evalkit.errors import CorpusError
-from evalkit.status import ERROR, SCORED, Failed, failure_of, status_of
+from evalkit.status import ERROR, SCORED, Failed, failure_of, row_of, status_of
 
 __all__ = ["SCHEMA_VERSION", "RecordError", "Record", "BackendRef", "RunBlock", "RunRecord", "ExtractionRecord",
            "ScoreRecord", "JudgmentsRecord"]
@@ -61,7 +62,7 @@ _OPT_STR = (str, type(None))
 
 
 @dataclass(frozen=True)
-class _View(Mapping[str, Any]):
+class _View:
     """A typed, read-only view of a JSON object (`data`), checked against `SCHEMA` when built by `of`."""
 
     data: Mapping[str, Any] = field(default_factory=dict)
@@ -80,19 +81,10 @@ class _View(Mapping[str, Any]):
         value = self.data.get(key)
         return default if value is None else value
 
-    # The transitional Mapping view (see the module's docstring).
-    def __getitem__(self, key: str) -> Any:
-        return self.data[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.data)
-
-    def __len__(self) -> int:
-        return len(self.data)
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON object: exactly what was read (or built)."""
-        return dict(self.data)
+    def to_json(self, keys: Iterable[str] | None = None) -> dict[str, Any]:
+        """The JSON object: exactly what was read (or built); with `keys`, only those of them it holds (a
+        writer copying part of the file unchanged: a key the file lacks stays absent, a null stays null)."""
+        return dict(self.data) if keys is None else {k: self.data[k] for k in keys if k in self.data}
 
 
 class BackendRef(_View):
@@ -151,9 +143,14 @@ class RunBlock(_View):
         return self.data.get("truncated")
 
     @property
-    def replayed(self) -> bool:
-        """Answered from a cassette (no live call: its figures are the recording's)."""
-        return bool(self.data.get("replayed"))
+    def replayed(self) -> bool | None:
+        """Answered from a cassette (no live call: its figures are the recording's); None: not recorded."""
+        return self.data.get("replayed")
+
+    @property
+    def model(self) -> str | None:
+        """The model the provider says answered."""
+        return self.data.get("model")
 
     @property
     def finish_reason(self) -> str | None:
@@ -228,6 +225,10 @@ class _MemberFile(Record):
     def failure(self) -> Failed | None:
         return failure_of(self.data)
 
+    def count_row(self, status: str | None = None, **extra: Any) -> dict[str, Any]:
+        """What `evalkit.status.count` reads of this member × backend (`status`: when not the file's own)."""
+        return row_of(status or self.status, self.data, **extra)
+
     @property
     def cause(self) -> str | None:
         return self.data.get("cause")
@@ -246,7 +247,8 @@ class ExtractionRecord(_MemberFile):
     (`evalkit.stages.pipeline.extraction_record`)."""
 
     SCHEMA = {**_MEMBER_KEYS, "record": (dict, list, str, int, float, bool, type(None)), "raw": _OPT_STR,
-              "request_sha256": _OPT_STR, "evalkit_version": _OPT_STR, "sample": (int,), "ontology": (dict,)}
+              "request_sha256": _OPT_STR, "evalkit_version": _OPT_STR, "sample": (int,), "ontology": (dict,),
+              "replay": (bool,)}
 
     @property
     def record(self) -> Any:
@@ -268,6 +270,12 @@ class ExtractionRecord(_MemberFile):
     @property
     def ontology(self) -> dict[str, Any] | None:
         return self.data.get("ontology")
+
+    @property
+    def replay(self) -> bool:
+        """A scoreboard archive's (`evalkit.results.scoreboard.archived`): the record is not kept, its committed
+        cassette replays it."""
+        return bool(self.data.get("replay"))
 
 
 class ScoreRecord(_MemberFile):
@@ -300,7 +308,7 @@ class ScoreRecord(_MemberFile):
 
     @property
     def rows(self) -> list[dict[str, Any]]:
-        """The item table (score.json's ``items``; named so as not to hide the Mapping's ``items()``)."""
+        """The item table (score.json's ``items``)."""
         return self._get("items", [])
 
     @property

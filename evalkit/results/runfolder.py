@@ -170,12 +170,12 @@ def sample_dirs(home: str | Path) -> list[tuple[int, Path]]:
     return [(0, Path(home)), *((i, p) for i, p in extra if i > 0)]
 
 
-def read_sample_scores(home: str | Path, first: Mapping[str, Any] | None = None) -> list[ScoreRecord]:
+def read_sample_scores(home: str | Path, first: ScoreRecord | None = None) -> list[ScoreRecord]:
     """Each sample's score.json, in sample order, with its ``sample`` number (`first`: sample 0's, when already
     read); a sample with no readable score.json is an error with its extraction's failure, or ``notebook_failed``."""
     out = []
     for i, folder in sample_dirs(home):
-        data = dict(first) if i == 0 and first is not None else _read_dict(folder / SCORE)
+        data = first.to_json() if i == 0 and first is not None else _read_dict(folder / SCORE)
         if data is None:
             extraction = ExtractionRecord(_read_dict(folder / EXTRACTION) or {})
             data = {"run": extraction.run.to_json(),
@@ -224,8 +224,8 @@ def write_score(home: str | Path, member_key: str, extraction: ExtractionRecord,
     backend and run block; with `reference`, the label of the backend whose record was the truth (a
     similarity, not an accuracy). Returns what was written."""
     path = Path(home) / SCORE
-    payload = {"status": SCORED, **result.to_json(), "member": member_key, "backend": extraction["backend"],
-               "run": extraction["run"], **({"reference": reference} if reference else {})}
+    payload = {"status": SCORED, **result.to_json(), "member": member_key, "backend": extraction.backend.to_json(),
+               "run": extraction.run.to_json(), **({"reference": reference} if reference else {})}
     record = ScoreRecord.from_json(payload, path)
     write_json(path, record.to_json())
     return record
@@ -243,7 +243,7 @@ def read_judgments(home: str | Path, extraction: ExtractionRecord | None = None)
         data = JudgmentsRecord.from_json(read_json(path), path)
     except CorpusError:  # (a RecordError too: verdicts that are not judgments.json are none)
         return None
-    if extraction is not None and data.extraction_sha256 != canonical_sha(extraction.get("record")):
+    if extraction is not None and data.extraction_sha256 != canonical_sha(extraction.record):
         return None
     return data
 
@@ -310,7 +310,7 @@ def write_run_json(run_dir: str | Path, current: Mapping[str, Any]) -> RunRecord
     return merged
 
 
-def merge_run_json(previous: Mapping[str, Any], current: Mapping[str, Any]) -> RunRecord:
+def merge_run_json(previous: RunRecord | Mapping[str, Any], current: RunRecord | Mapping[str, Any]) -> RunRecord:
     """run.json after a run into a folder earlier runs wrote to (`RunRecord.merged`)."""
     as_record = lambda r: r if isinstance(r, RunRecord) else RunRecord.from_json(dict(r), RUN_JSON)  # noqa: E731
     return as_record(previous).merged(as_record(current))
@@ -442,7 +442,7 @@ def hold(folder: str | Path) -> Iterator[None]:
 
 @dataclass(frozen=True)
 class Scored:
-    """One member × backend result a folder holds: its score.json (`scan`)."""
+    """One member × backend result a folder holds: its score.json as `record` (`scan`)."""
 
     task: str
     member: str
@@ -450,16 +450,17 @@ class Scored:
     home: Path  # <...>/<task>/<member>/<backend folder>/
     run_dir: Path  # the nearest folder above `home` holding run.json (or the scanned root)
     run_id: str  # the sweep folder's name for a sweep, else the run folder's name
-    data: dict[str, Any] = field(repr=False, compare=False, hash=False)  # score.json (see `scan`'s `unscored`)
-    has_score: bool = True  # False: no score.json (`scan`'s `unscored`); `data` then says why it is an error
+    # score.json as read, not yet checked (`score` checks it); see `scan`'s `unscored`
+    record: ScoreRecord = field(repr=False, compare=False, hash=False)
+    has_score: bool = True  # False: no score.json (`scan`'s `unscored`); `record` then says why it is an error
 
     @property
     def status(self) -> str:
-        return status_of(self.data)
+        return self.record.status
 
     def score(self) -> ScoreRecord:
-        """score.json (or, without one, the error `scan` made of its extraction)."""
-        return ScoreRecord.from_json(self.data, self.home / SCORE)
+        """score.json, checked (or, without one, the error `scan` made of its extraction)."""
+        return ScoreRecord.from_json(self.record.to_json(), self.home / SCORE)
 
     def extraction(self) -> ExtractionRecord:
         return read_extraction(self.home)
@@ -474,8 +475,8 @@ class Scored:
 
     def samples(self) -> list[ScoreRecord]:
         """Each sample's score.json (`read_sample_scores`): [this score.json] without samples."""
-        return (read_sample_scores(self.home, self.data) if self.sampled
-                else [ScoreRecord.from_json({**self.data, "sample": 0}, self.home / SCORE)])
+        return (read_sample_scores(self.home, self.record) if self.sampled
+                else [ScoreRecord.from_json({**self.record.to_json(), "sample": 0}, self.home / SCORE)])
 
     def as_headline(self) -> "Scored":
         """This result as its samples' headline under --samples K > 1 (`samples.headline`: the mean over the
@@ -483,9 +484,9 @@ class Scored:
         if not self.sampled:
             return self
 
-        return replace(self, data=headline(self.samples()).to_json())
+        return replace(self, record=headline(self.samples()))
 
-    def started(self, run_json: Mapping[str, Any]) -> str | None:
+    def started(self, run_json: RunRecord | Mapping[str, Any]) -> str | None:
         """When this backend's run started: its own entry in run.json (one folder can hold the backends
         of several runs), else the run's."""
         record = run_json if isinstance(run_json, RunRecord) else RunRecord.from_json(dict(run_json), self.run_dir / RUN_JSON)
@@ -538,7 +539,7 @@ def iter_scan(root: str | Path, status: str | None = SCORED, *, unscored: bool =
         run_dir = _nearest(home.parent, RUN_JSON, holds) or root
         run_id = (_nearest(home, SWEEP_JSON, holds) or sweep_root or run_dir).name
         yield Scored(home.parent.parent.name, home.parent.name, folder_label(home, data), home, run_dir, run_id,
-                     data, has_score)
+                     ScoreRecord(data), has_score)
 
 
 def task_results(run_dir: str | Path, task: str) -> list[Scored]:

@@ -176,7 +176,7 @@ def headline(samples: Sequence[Mapping[str, Any]]) -> ScoreRecord:
     note = (f"samples: {f['k_scored']} of {f['k']} scored, mean {f['mean']:.3f}{spread}; pass@k "
             f"{_yes(f['pass_at_k'])}, pass^k {_yes(f['pass_hat_k'])}"
             + (f"; errored: {', '.join(errored)}" if errored else ""))
-    return ScoreRecord({**first.data, "score": f["mean"], "passed": f["pass_hat_k"],
+    return ScoreRecord({**first.to_json(), "score": f["mean"], "passed": f["pass_hat_k"],
                         "metrics": mean_metrics([s.metrics for s in _scored(samples)]), "notes": [note, *first.notes],
                         "samples": _block(f)})
 

@@ -46,6 +46,7 @@ from evalkit.backends.spec import redact_stored
 from evalkit.corpus.sources import sha256_file
 from evalkit.corpus.tasks import DEFAULT_CORPUS, Member, find_task, sources_dir
 from evalkit.errors import CorpusError, EvalkitError, ScoreboardError
+from evalkit.results import records
 from evalkit.results.runfolder import SCORE, Scored, scan
 from evalkit.status import SCORED
 
@@ -215,22 +216,21 @@ def iter_entries(board: Mapping[str, Any]) -> Iterator[tuple[str, str, str, dict
 RUN_KEYS = ("input_tokens", "output_tokens", "usd", "latency_s", "calls", "replayed", "parse", "truncated", "error")
 
 
-def run_block(scored: Scored, extraction: dict[str, Any] | None = None,
-              run_json: dict[str, Any] | None = None) -> dict[str, Any]:
+def run_block(scored: Scored, extraction: records.ExtractionRecord | None = None,
+              run_json: records.RunRecord | None = None) -> dict[str, Any]:
     """The provenance of one scored result: who ran it, when, with what, at what cost."""
     ext = extraction if extraction is not None else scored.extraction()
     rj = run_json if run_json is not None else scored.run_json()
-    run = ext.get("run") or {}
-    backend = ext.get("backend") or {}
+    backend = ext.backend
     block = {
         "run_id": scored.run_id,
         "date": scored.started(rj),
-        "model": backend.get("model") or run.get("model"),
-        "evalkit_version": ext.get("evalkit_version") or rj.get("evalkit_version"),
-        "backend": {"label": backend.get("label", scored.backend), "spec": redact_stored(str(backend.get("spec", "")))},
-        "request_sha256": ext.get("request_sha256"),
+        "model": backend.model or ext.run.model,
+        "evalkit_version": ext.evalkit_version or rj.evalkit_version,
+        "backend": {"label": backend.label or scored.backend, "spec": redact_stored(backend.spec or "")},
+        "request_sha256": ext.request_sha256,
     }
-    block.update({k: run.get(k) for k in RUN_KEYS})
+    block.update({k: getattr(ext.run, k) for k in RUN_KEYS})
     return block
 
 
@@ -241,16 +241,17 @@ def truth_sha256(member: Member, sources: Path | None) -> str | None:
         return None
 
 
-def settings_of(member: Member | None, run_json: Mapping[str, Any], run: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def settings_of(member: Member | None, run_json: records.RunRecord,
+                run: records.RunBlock | None = None) -> dict[str, Any]:
     """Only what differs from evalkit's defaults: the sampling settings the call was sent (its run block's
     ``settings``: the task's, with any ``--set``; the task's own for a record made before run blocks held
     them), and a ``--threshold`` override."""
     out: dict[str, Any] = {}
-    if run is not None and isinstance(run.get("settings"), dict):
-        out.update(run["settings"])
+    if run is not None and isinstance(run.settings, dict):
+        out.update(run.settings)
     elif member is not None:
         out.update(member.task.spec.settings.non_default())
-    threshold = run_json.get("parameters", {}).get("threshold")
+    threshold = run_json.parameters.get("threshold")
     if threshold is not None:
         out["threshold"] = threshold
     return out
@@ -284,27 +285,27 @@ def archive_path(board_dir: str | Path, task: str, member: str, label: str) -> P
     return Path(board_dir) / task / ARCHIVE / label_folder(label) / f"{member}.json"
 
 
-def archived(extraction: Mapping[str, Any], pointer: bool = False) -> dict[str, Any]:
+def archived(extraction: records.ExtractionRecord, pointer: bool = False) -> dict[str, Any]:
     """What the archive keeps of an extraction.json: enough to score it again, nothing more (its raw text and
     run block stay in the run folder; the spec is stored redacted). A `pointer` member's document is not
     redistributed, and a model's record may quote it: when the record was replayed from a committed cassette,
     the archive names that cassette (``"replay": true``) instead of copying the record (`replayed_record`)."""
-    backend = extraction.get("backend") or {}
-    replay = pointer and str(backend.get("spec", "")).startswith("cassette:") and bool(
-        (extraction.get("run") or {}).get("replayed"))
+    backend = extraction.backend
+    replay = pointer and (backend.spec or "").startswith("cassette:") and bool(extraction.run.replayed)
     fields = ("member", "request_sha256", "evalkit_version", "status", "cause", "message", "ontology")
-    keep = {k: extraction[k] for k in (*fields, *(() if replay else ("record",))) if k in extraction}
+    keep = extraction.to_json(keys=(*fields, *(() if replay else ("record",))))
     if replay:
         keep["replay"] = True
-    return {**keep, "backend": {"label": backend.get("label"), "model": backend.get("model"),
-                                "spec": redact_stored(str(backend.get("spec", "")))}}
+    return {**keep, "backend": {"label": backend.label, "model": backend.model,
+                                "spec": redact_stored(backend.spec or "")}}
 
 
-def read_archived(board_dir: str | Path, entry: Mapping[str, Any]) -> dict[str, Any] | None:
+def read_archived(board_dir: str | Path, entry: BoardEntry) -> records.ExtractionRecord | None:
     """The archived extraction behind an entry (None when the entry names none, or it is not there)."""
-    rel = entry.get("archive")
-    path = Path(board_dir) / rel if rel else None
-    return read_json(path) if path is not None and path.is_file() else None
+    path = Path(board_dir) / entry.archive if entry.archive else None
+    if path is None or not path.is_file():
+        return None
+    return records.ExtractionRecord.from_json(read_json(path), path)
 
 
 def entry_for(scored: Scored, board_dir: Path, corpus: Path, sources: Path | None,
@@ -320,10 +321,10 @@ def entry_for(scored: Scored, board_dir: Path, corpus: Path, sources: Path | Non
         "run_folder": Path(os.path.relpath(scored.home.resolve(), board_dir.resolve())).as_posix(),
         "archive": archive_path(".", scored.task, scored.member, scored.backend).as_posix(),
         "truth_sha256": truth_sha256(member, sources) if member is not None else None,
-        "settings": settings_of(member, rj, ext.get("run")),
-        "metrics": score.get("metrics") or {},
-        "passed": score.get("passed"),
-        **({"samples": score["samples"]} if score.get("samples") else {}),  # --samples K > 1: K and the spread
+        "settings": settings_of(member, rj, ext.run),
+        "metrics": score.metrics,
+        "passed": score.passed,
+        **({"samples": score.samples} if score.samples else {}),  # --samples K > 1: K and the spread
     }
 
 
@@ -370,7 +371,7 @@ def update_scoreboard(run_result: Any, board_path: str | Path, justifications: M
     # --samples K > 1: an entry is its samples' headline (the mean of each metric, pass^k; `samples.headline`)
     found = [h for s in scan(root, status=None) if keys is None or (s.task, s.member, s.backend) in keys
              if (h := s.as_headline()).status == SCORED]
-    similar = sorted({s.score().get("reference") for s in found} - {None})
+    similar = sorted({s.score().reference for s in found} - {None})
     if similar:
         raise ScoreboardError(f"{root}: scored against the reference backend {', '.join(similar)} (--reference): a "
                               "similarity, not an accuracy, is never a scoreboard entry")

@@ -42,10 +42,10 @@ from evalkit._util.typed import Int, Num, Record, Str, check_version
 from evalkit.backends.base import Completion
 from evalkit.results import runfolder
 from evalkit.results.calls import call_figures
-from evalkit.results.records import RunRecord
+from evalkit.results.records import RunBlock, RunRecord, ScoreRecord
 from evalkit.results.samples import backend_figures
 from evalkit.scoring.stats import SEED, as_number, mean, mean_ci, micro_f1, micro_f1_ci, sub_seed
-from evalkit.status import NOT_COVERED, OK, REFUSED, SCORED, SKIPPED, count, row_of
+from evalkit.status import NOT_COVERED, OK, REFUSED, SCORED, SKIPPED, count
 
 __all__ = ["summarize", "write_summary", "read_summary", "completion_of", "figure", "backend_line", "Summary",
            "TaskSummary", "BackendEntry", "Figure", "Calls", "Skip", "SCHEMA_VERSION", "task_summary"]
@@ -196,10 +196,10 @@ def _write(run_dir: Path, data: Mapping[str, Any]) -> None:
     write_json(path, Summary.from_json(data, path).to_json())
 
 
-def completion_of(run: Mapping[str, Any] | None) -> Any:
+def completion_of(run: RunBlock) -> Any:
     """A `Completion` from a run block (extraction.json's or score.json's ``run``), for `results.calls.summarize_calls`."""
     names = {f.name for f in dataclasses.fields(Completion)} - {"record", "raw"}
-    return Completion(record=None, raw="", **{k: v for k, v in (run or {}).items() if k in names})
+    return Completion(record=None, raw="", **run.to_json(keys=names))
 
 
 def figure(values: Sequence[float | None], seed: Any) -> dict[str, Any]:
@@ -209,9 +209,9 @@ def figure(values: Sequence[float | None], seed: Any) -> dict[str, Any]:
     return {"mean": mean(xs), "ci": list(ci) if ci else None, "n": len(xs)}
 
 
-def _figures(task: str, scored: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """score and every metric (mean, CI, n) over the scored members' score.json data."""
-    metrics = [d.get("metrics") or {} for d in scored]
+def _figures(task: str, scored: list[ScoreRecord]) -> dict[str, Any]:
+    """score and every metric (mean, CI, n) over the scored members' score.json records."""
+    metrics = [d.metrics for d in scored]
     names = sorted({k for m in metrics for k, v in m.items() if as_number(v) is not None})
     out = {name: figure([as_number(m.get(name)) for m in metrics], sub_seed(SEED, task, name)) for name in names}
     for prefix in sorted({n[: -len("_tp")] for n in names if n.endswith("_tp")}):
@@ -221,25 +221,25 @@ def _figures(task: str, scored: list[Mapping[str, Any]]) -> dict[str, Any]:
         if rows:
             ci = micro_f1_ci(rows, sub_seed(SEED, task, f"micro_{prefix}_f1"))
             out[f"micro_{prefix}_f1"] = {"mean": micro_f1(rows), "ci": list(ci) if ci else None, "n": len(rows)}
-    score = figure([as_number(d.get("score")) for d in scored], sub_seed(SEED, task, "score"))
-    return {"scored": len(scored), "passed": sum(d.get("passed") is True for d in scored), "score": score,
+    score = figure([as_number(d.score) for d in scored], sub_seed(SEED, task, "score"))
+    return {"scored": len(scored), "passed": sum(d.passed is True for d in scored), "score": score,
             "metrics": out}
 
 
 def _backend(task: str, label: str, results: list[Any], members: list[str], skipped: list[dict[str, Any]],
-             heldout: set[str], samples_of: Mapping[Any, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+             heldout: set[str], samples_of: Mapping[Any, list[ScoreRecord]] | None = None) -> dict[str, Any]:
     samples_of = samples_of or {}
     sampled = [samples_of[_key(r)] for r in results if _key(r) in samples_of]
 
     scored = [r for r in results if r.status == SCORED]
-    kept = [r.data for r in scored if f"{task}/{r.member}" not in heldout]
-    held = [r.data for r in scored if f"{task}/{r.member}" in heldout]
+    kept = [r.record for r in scored if f"{task}/{r.member}" not in heldout]
+    held = [r.record for r in scored if f"{task}/{r.member}" in heldout]
     main = _figures(task, kept)
     have = {r.member for r in results}
     gone = {s["member"] for s in skipped}
     not_covered = sorted(m for m in members if m not in have and m not in gone)
     # Every count of the entry from the one counter (`evalkit.status.count`): results, not covered, skipped.
-    c = count([*(row_of(r.status, r.data) for r in results), *({"status": NOT_COVERED} for _ in not_covered),
+    c = count([*(r.record.count_row(r.status) for r in results), *({"status": NOT_COVERED} for _ in not_covered),
                *({"status": s.get("status") or SKIPPED} for s in skipped)])
     return {
         "backend": label,
@@ -257,7 +257,8 @@ def _backend(task: str, label: str, results: list[Any], members: list[str], skip
         "score": main["score"],
         "metrics": main["metrics"],
         "heldout": _figures(task, held) if held else None,
-        "calls": call_figures([completion_of(s.get("run")) for r in results for s in samples_of.get(_key(r), [r.data])]),
+        "calls": call_figures([completion_of(s.run) for r in results
+                               for s in samples_of.get(_key(r), [r.record])]),
         **({"samples": backend_figures(sampled)} if sampled else {}),
     }
 
@@ -266,14 +267,14 @@ def _key(r: Any) -> tuple[str, str, str]:
     return r.task, r.member, r.backend
 
 
-def _sampled(results: list[Any]) -> tuple[list[Any], dict[Any, list[dict[str, Any]]]]:
+def _sampled(results: list[Any]) -> tuple[list[Any], dict[Any, list[ScoreRecord]]]:
     """--samples K > 1: each sampled result read as its samples' headline (`samples.headline`: the mean over
     its scored samples), and each one's samples; results without samples as they are."""
     samples_of = {_key(r): r.samples() for r in results if getattr(r, "sampled", False)}
     return [r.as_headline() if _key(r) in samples_of else r for r in results], samples_of
 
 
-def summarize(results: Iterable[Any], run_json: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def summarize(results: Iterable[Any], run_json: RunRecord | Mapping[str, Any] | None = None) -> dict[str, Any]:
     """summary.json for `results` (`runfolder.Scored`, every status) and the run's run.json (a `RunRecord`, or
     a sweep's members' run.json merged)."""
     run = run_json if isinstance(run_json, RunRecord) else RunRecord.from_json(dict(run_json or {}), runfolder.RUN_JSON)
@@ -314,8 +315,8 @@ def summarize(results: Iterable[Any], run_json: Mapping[str, Any] | None = None)
         "corpus": run.corpus,
         "reference": reference,
         "evalkit_version": run.evalkit_version,
-        "backends": [{k: b.get(k) for k in ("label", "spec", "model", "cassette_sha256") if b.get(k) is not None}
-                     for b in run.backends],
+        "backends": [{k: getattr(b, k) for k in ("label", "spec", "model", "cassette_sha256")
+                      if getattr(b, k) is not None} for b in run.backends],
         "tasks": tasks,
     }
 

@@ -316,7 +316,7 @@ def _reference_plan(run: JudgeRun, graph_homes: list[Home], extractions: dict[tu
                                                                     run.reference)
         if h.label == run.reference or isinstance(truth, Failed):
             continue  # the reference is the truth; a member it has no record of is not compared
-        strict = score_record(h.member, ext.get("record"), run.documents[h.member.key], run.sources, run.threshold,
+        strict = score_record(h.member, ext.record, run.documents[h.member.key], run.sources, run.threshold,
                               truth=truth)
         axes: dict[str, Any] = {}
         for axis in SET_AXES:
@@ -346,7 +346,7 @@ def _pairwise_plan(run: JudgeRun, graph_homes: list[Home], extractions: dict[tup
         homes_of = by_member[key]
         member = next(iter(homes_of.values())).member
         for a, b in pairs:
-            recs = {x: extractions[(key, x)].get("record") if x in homes_of else None for x in (a, b)}
+            recs = {x: extractions[(key, x)].record if x in homes_of else None for x in (a, b)}
             for axis in pairwise.AXES:
                 item: dict[str, Any] = {"member": member.id, "axis": axis, "a": a, "b": b, "orders": [],
                                         "outcome": None, "inconsistent": False}
@@ -422,7 +422,7 @@ def _reference_verdicts(ref_plan: list[tuple[Home, dict[str, Any]]], extractions
             out_axes[axis] = entry
         ext = extractions[(h.member.key, h.label)]
         runfolder.write_judgments(h.dir, {"member": h.member.key, "backend": h.label, "judge": judge_meta,
-                                       "mode": "reference", "extraction_sha256": canonical_sha(ext.get("record")),
+                                       "mode": "reference", "extraction_sha256": canonical_sha(ext.record),
                                        "axes": out_axes})
 
 

@@ -29,7 +29,7 @@ from evalkit.corpus.specs import Settings
 from evalkit.corpus.tasks import DEFAULT_CORPUS, Member, Task, find_task, sources_dir
 from evalkit.errors import EvalkitError
 from evalkit.results import runfolder
-from evalkit.results.records import ExtractionRecord
+from evalkit.results.records import ExtractionRecord, RunBlock
 from evalkit.scoring import ScoreContext, ScoreResult
 from evalkit.scoring.ontology import Ontology, inject
 from evalkit.status import REFERENCE_FAILED, SCORING_CRASH, Failed, extraction_status
@@ -349,22 +349,22 @@ def self_test_check(member: Member, result: ScoreResult) -> tuple[str | None, bo
 TRUNCATED = "truncated"  # an answer cut off at the token budget even after its one retry (run block `truncated`)
 
 
-def answer_faults(run: dict[str, Any]) -> dict[str, str]:
+def answer_faults(run: RunBlock) -> dict[str, str]:
     """What is wrong with an answer as an answer, whatever it scores: ``schema_invalid`` (each violation's
     JSON path) and ``truncated`` (the budget it was cut off at), each with a sentence naming the cause."""
     faults: dict[str, str] = {}
-    if run.get("parse") == SCHEMA_INVALID:
-        paths = list(dict.fromkeys(v["path"] for v in run.get("schema_violations") or []))
+    if run.parse == SCHEMA_INVALID:
+        paths = list(dict.fromkeys(v["path"] for v in run.schema_violations))
         where = f" at {', '.join(paths)}" if paths else ""
         faults[SCHEMA_INVALID] = f"the record breaks the task's output schema{where}"
-    if run.get(TRUNCATED) == "exhausted":
-        first, retry = call_budgets(Settings.model_validate(run.get("settings") or {}).max_tokens)
+    if run.truncated == "exhausted":
+        first, retry = call_budgets(Settings.model_validate(run.settings or {}).max_tokens)
         faults[TRUNCATED] = (f"the answer was cut off at the {retry}-token output budget (the retry after the "
                              f"{first}-token call; task.yaml settings.max_tokens)")
     return faults
 
 
-def apply_verdict_policy(result: ScoreResult, run: dict[str, Any], policy: Any) -> ScoreResult:
+def apply_verdict_policy(result: ScoreResult, run: RunBlock, policy: Any) -> ScoreResult:
     """An answer's faults (`answer_faults`) as ↳ notes first, and, where the task's ``verdict:`` policy
     (`models.VerdictPolicy`) says ``fail`` for one, a FAIL whatever the score: the score and metrics stay as
     computed. ``details["answer_faults"]`` lists the faults, each with whether it decided the verdict."""

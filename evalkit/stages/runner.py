@@ -90,6 +90,7 @@ from evalkit.execution.pool import Job, run_pool
 from evalkit.report import runspage
 from evalkit.results import runfolder
 from evalkit.results.history import append_history
+from evalkit.results.records import ScoreRecord
 from evalkit.results.runfolder import Home, hold
 from evalkit.results.samples import headline
 from evalkit.results.scoreboard import board_path, update_scoreboard
@@ -109,7 +110,6 @@ from evalkit.status import (
     SCORED,
     SKIPPED,
     Failed,
-    failure_of,
 )
 
 
@@ -783,7 +783,7 @@ def _finish(plan: Plan, extracted: Extracted, judged: Judged | None, scored: Sco
     twins = duplicate_recordings(plan.resolved)
     if twins:  # the run is kept (and finished); its recordings are not two measurements
         raise CassetteError(f"{twins} (the run is kept in {plan.run_dir})")
-    sample_errors = sum(failure_of(runfolder.read_score(h.dir)) is not None
+    sample_errors = sum(runfolder.read_score(h.dir).failure is not None
                         for h in extracted.homes + extracted.extra if opts.samples > 1 and h.label != opts.reference)
     return RunResult(run_dir=plan.run_dir, outcomes=sorted(outcomes, key=_order), reused=reused,
                      reference=opts.reference, summary=summary, sample_errors=sample_errors)
@@ -797,7 +797,7 @@ def _reusable(home: Path, request: Any, spec: str, failed_too: bool = False) -> 
     except CorpusError:
         return False
     return (extraction is not None and is_current(extraction, request, spec)
-            and (failed_too or failure_of(extraction) is None))
+            and (failed_too or extraction.failure is None))
 
 
 def warn_identical_samples(k: int, requests: list[Any]) -> None:
@@ -820,20 +820,20 @@ def _order(o: Outcome) -> tuple:
     return (o.task, o.member, o.backend)
 
 
-def _outcome(home: Home, score: dict[str, Any], samples: int = 1) -> Outcome:
+def _outcome(home: Home, score: ScoreRecord, samples: int = 1) -> Outcome:
     """The outcome score.json records; under --samples K > 1, its samples' (`samples.headline`)."""
     m = home.member
     if samples > 1:
         score = headline(runfolder.read_sample_scores(home.dir, score))
-    failed = failure_of(score)
+    failed = score.failure
     if failed is not None:
         return Outcome(m.task.id, m.id, home.label, ERROR, message=failed.message, cause=failed.cause,
                        heldout=m.manifest.heldout)
-    notes = list(score.get("notes", []))
-    if (score.get("run") or {}).get("error"):  # an answer that came with an error (malformed): scored, noted
-        notes.insert(0, f"backend error: {score['run']['error']}")
-    return Outcome(m.task.id, m.id, home.label, SCORED, score=score.get("score"), passed=score.get("passed"),
-                   metrics=score.get("metrics", {}), notes=notes, heldout=m.manifest.heldout)
+    notes = list(score.notes)
+    if score.run.error:  # an answer that came with an error (malformed): scored, noted
+        notes.insert(0, f"backend error: {score.run.error}")
+    return Outcome(m.task.id, m.id, home.label, SCORED, score=score.score, passed=score.passed,
+                   metrics=score.metrics, notes=notes, heldout=m.manifest.heldout)
 
 
 def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opts: RunOptions, progress,
@@ -846,7 +846,7 @@ def _score_in_notebooks(homes: list[Home], tasks: list[Task], run_dir: Path, opt
     jobs, per_home, per_task = [], {}, {}
     for h in homes:
         # the backend as its extraction.json records it (secrets redacted): what the notebooks get
-        spec = BackendSpec.parse(runfolder.read_extraction(h.dir)["backend"]["spec"], label=h.label)
+        spec = BackendSpec.parse(str(runfolder.read_extraction(h.dir).backend.spec), label=h.label)
         pair = plan_member(run_dir, h.member.task.id, h.member.id, spec, opts.corpus, opts.sources, opts.threshold,
                            reference=opts.reference)
         per_home[h.dir] = pair
