@@ -281,7 +281,8 @@ def clear_pairwise(run_dir: str | Path, task: str) -> None:
 def read_diff(path: str | Path) -> dict[str, Any]:
     """A diff.json (`write_diff`): a run folder's (RUN_B of `evalkit diff`), or the file itself."""
     path = Path(path)
-    return read_json(path / DIFF_JSON if path.is_dir() else path)
+    diff: dict[str, Any] = read_json(path / DIFF_JSON if path.is_dir() else path)  # (its model: compare's, above)
+    return diff
 
 
 def write_diff(run_dir: str | Path, diff: Mapping[str, Any]) -> Path:
@@ -312,8 +313,11 @@ def write_run_json(run_dir: str | Path, current: Mapping[str, Any]) -> RunRecord
 
 def merge_run_json(previous: Mapping[str, Any], current: Mapping[str, Any]) -> RunRecord:
     """run.json after a run into a folder earlier runs wrote to (`RunRecord.merged`)."""
-    as_record = lambda r: r if isinstance(r, RunRecord) else RunRecord.from_json(dict(r), RUN_JSON)  # noqa: E731
-    return as_record(previous).merged(as_record(current))
+    return _run_record(previous).merged(_run_record(current))
+
+
+def _run_record(data: Mapping[str, Any]) -> RunRecord:
+    return data if isinstance(data, RunRecord) else RunRecord.from_json(dict(data), RUN_JSON)
 
 
 def read_sweep_json(sweep_dir: str | Path) -> dict[str, Any]:

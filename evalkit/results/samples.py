@@ -88,7 +88,7 @@ def item_agreement(tables: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[s
     keyed: list[dict[str, str]] = []
     order: dict[str, None] = {}
     for table in tables:
-        seen: Counter = Counter()
+        seen: Counter[str] = Counter()
         mine: dict[str, str] = {}
         for row in table:
             if "outcome" not in row:
@@ -148,7 +148,7 @@ def backend_figures(members: Sequence[Sequence[Mapping[str, Any]]]) -> dict[str,
         for i, x in enumerate(f["scores"]):
             if x is not None:
                 by_index[i].append(float(x))
-    errors: Counter = Counter()
+    errors: Counter[str] = Counter()
     for f in figures:
         errors.update(f["errors"])
     return {
@@ -189,13 +189,13 @@ def _block(f: Mapping[str, Any]) -> dict[str, Any]:
 def mean_metrics(metrics: Iterable[Mapping[str, Any] | None]) -> dict[str, Any]:
     """Each metric over several results' `metrics` (the scored samples', say): the mean of a numeric one (over
     the results that have it), the first one's value of any other (a label, a list)."""
-    metrics = [m or {} for m in metrics]
+    present = [m or {} for m in metrics]
     out: dict[str, Any] = {}
-    for m in metrics:
+    for m in present:
         for name, v in m.items():
             out.setdefault(name, v)
     for name in out:
-        xs = [x for m in metrics if (x := as_number(m.get(name))) is not None and not isinstance(m.get(name), bool)]
+        xs = [x for m in present if (x := as_number(m.get(name))) is not None and not isinstance(m.get(name), bool)]
         if xs:
             out[name] = sum(xs) / len(xs)
     return out

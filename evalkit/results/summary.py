@@ -216,8 +216,8 @@ def _figures(task: str, scored: list[Mapping[str, Any]]) -> dict[str, Any]:
     out = {name: figure([as_number(m.get(name)) for m in metrics], sub_seed(SEED, task, name)) for name in names}
     for prefix in sorted({n[: -len("_tp")] for n in names if n.endswith("_tp")}):
         keys = [f"{prefix}_{c}" for c in COUNTS]
-        rows = [[as_number(m.get(k)) for k in keys] for m in metrics]
-        rows = [r for r in rows if None not in r]
+        values = [[as_number(m.get(k)) for k in keys] for m in metrics]
+        rows = [[x for x in r if x is not None] for r in values if None not in r]
         if rows:
             ci = micro_f1_ci(rows, sub_seed(SEED, task, f"micro_{prefix}_f1"))
             out[f"micro_{prefix}_f1"] = {"mean": micro_f1(rows), "ci": list(ci) if ci else None, "n": len(rows)}
@@ -337,7 +337,7 @@ def write_sweep_summary(sweep_dir: str | Path, run_dirs: Iterable[str | Path]) -
     results = sorted((s for s in runfolder.scan(sweep_dir, status=None, unscored=True) if s.run_dir in order),
                      key=lambda s: order[s.run_dir])
     merged: dict[str, Any] = {"backends": [], "members": [], "skipped": [], "heldout": []}
-    labels: set[str] = set()
+    labels: set[str | None] = set()
     for run_dir in order:
         if not (run_dir / runfolder.RUN_JSON).is_file():
             continue  # a member that crashed before its run began: the sweep lists it as failed
