@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from evalkit._util import jsonio
 from evalkit._util.typed import Bool, Num, Record, Str
 from evalkit.results.runfolder import scan, sweep_of
-from evalkit.results.scoreboard import Metric, _selected, locked, numeric_metrics
+from evalkit.results.scoreboard import Metric, RunOutcomes, _selected, locked, numeric_metrics
 from evalkit.status import ERROR, SCORED, failure_of
 
 if TYPE_CHECKING:  # pandas is imported lazily (start-up cost); for the annotations only
@@ -79,7 +79,7 @@ def _finite(value: Any) -> Any:
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
-def history_lines(run_result: Any) -> list[HistoryLine]:
+def history_lines(run_result: RunOutcomes | str | Path) -> list[HistoryLine]:
     """The index lines of a run: a RunResult / SweepResult (scored and errored outcomes) or a run folder path."""
     root, keys = _selected(run_result, (SCORED, ERROR))
     lines = []
@@ -128,7 +128,7 @@ def read_history(index: str | Path) -> list[HistoryLine]:
     return out
 
 
-def append_history(run_result: Any, index: str | Path | None = None) -> int:
+def append_history(run_result: RunOutcomes | str | Path, index: str | Path | None = None) -> int:
     """Append the run's lines to the index (default ``<runs>/index.jsonl``); return how many were new."""
     root, _ = _selected(run_result)
     index = Path(index) if index is not None else index_path(root)

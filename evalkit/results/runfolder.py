@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from evalkit._util.interrupt import on_stop
 from evalkit._util.jsonio import DISK_ERRNOS, canonical_sha, disk_full, line, read_json, write_json
@@ -52,6 +52,10 @@ from evalkit.errors import CorpusError, RunLocked
 from evalkit.results.records import ExtractionRecord, JudgmentsRecord, RunRecord, ScoreRecord
 from evalkit.results.samples import headline
 from evalkit.status import NOTEBOOK_FAILED, SCORED, Failed, failure_of, status_of
+
+if TYPE_CHECKING:  # for the annotations only: reading a run folder loads no corpus and no scorer (start-up cost)
+    from evalkit.corpus.tasks import Member
+    from evalkit.scoring.base import ScoreResult
 
 __all__ = [
     "RUN_JSON", "SUMMARY_JSON", "JUDGE_JSON", "INDEX", "LOCK", "LOCK_HOLDER", "UNFINISHED", "REPORT", "COMPARE", "DIFF", "DIFF_JSON", "PAIRWISE",
@@ -135,13 +139,13 @@ class Home:
     """One member × backend of a run being made (one sample of it, under --samples): the corpus member, the
     backend's label, its folder."""
 
-    member: Any  # evalkit.corpus.tasks.Member
+    member: Member
     label: str
     dir: Path
     sample: int = 0
 
     @classmethod
-    def of(cls, run_dir: str | Path, member: Any, label: str, sample: int = 0) -> "Home":
+    def of(cls, run_dir: str | Path, member: Member, label: str, sample: int = 0) -> "Home":
         return cls(member, label, sample_dir(member_dir(run_dir, member.task.id, member.id, label), sample), sample)
 
 
@@ -218,7 +222,7 @@ def read_score(home: str | Path) -> ScoreRecord:
     return ScoreRecord.from_json(read_json(path), path)
 
 
-def write_score(home: str | Path, member_key: str, extraction: ExtractionRecord, result: Any,
+def write_score(home: str | Path, member_key: str, extraction: ExtractionRecord, result: ScoreResult | Failed,
                 reference: str | None = None) -> ScoreRecord:
     """score.json: the status, the result (a `ScoreResult`, or a `status.Failed`) and the extraction's member,
     backend and run block; with `reference`, the label of the backend whose record was the truth (a

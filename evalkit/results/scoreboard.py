@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Iterable, Iterator, Mapping, Optional, Union
+from typing import Annotated, Any, Iterable, Iterator, Mapping, Optional, Protocol, Sequence, Union
 
 from pydantic import Field, StrictBool, StrictFloat, StrictInt
 
@@ -347,7 +347,30 @@ def _justifications_for(task: str, label: str, justifications: Mapping[str, Any]
     return out
 
 
-def _selected(result: Any, statuses: tuple[str, ...] = (SCORED,)) -> tuple[Path, set[tuple[str, str, str]] | None]:
+class OutcomeView(Protocol):
+    """What the scoreboard and the history read of a `runner.Outcome`: which member × backend, and its status."""
+
+    @property
+    def task(self) -> str: ...
+    @property
+    def member(self) -> str: ...
+    @property
+    def backend(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+
+
+class RunOutcomes(Protocol):
+    """A `runner.RunResult` or a `sweep.SweepResult` (layers above this one), as the scoreboard and history take it."""
+
+    @property
+    def run_dir(self) -> Path: ...
+    @property
+    def outcomes(self) -> Sequence[OutcomeView]: ...
+
+
+def _selected(result: RunOutcomes | str | Path,
+              statuses: tuple[str, ...] = (SCORED,)) -> tuple[Path, set[tuple[str, str, str]] | None]:
     """(folder to scan, the (task, member, backend) keys of the outcomes of these statuses — None: every
     one found)."""
     if isinstance(result, (str, Path)):
