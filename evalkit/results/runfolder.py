@@ -285,7 +285,8 @@ def clear_pairwise(run_dir: str | Path, task: str) -> None:
 def read_diff(path: str | Path) -> dict[str, Any]:
     """A diff.json (`write_diff`): a run folder's (RUN_B of `evalkit diff`), or the file itself."""
     path = Path(path)
-    diff: dict[str, Any] = read_json(path / DIFF_JSON if path.is_dir() else path)  # (its model: compare's, above)
+    # Plain JSON here: its shape is `evalkit.compare.diff`'s, a layer above this one.
+    diff: dict[str, Any] = read_json(path / DIFF_JSON if path.is_dir() else path)
     return diff
 
 
