@@ -1,6 +1,7 @@
 """`make test` type-checks with mypy after ruff ([tool.mypy] in pyproject.toml): the typed layers (base, scoring,
-corpus, backends) get exactly what `mypy --strict` would check, flag by flag (`strict` itself is global-only in
-mypy), the layers not typed yet are left out, and no third-party module is silenced that is not named."""
+corpus, backends, results) get exactly what `mypy --strict` would check, flag by flag (`strict` itself is
+global-only in mypy), the layers not typed yet are left out, and no third-party module is silenced that is not
+named."""
 
 import os
 import subprocess
@@ -12,8 +13,9 @@ from mypy.options import PER_MODULE_OPTIONS, Options
 
 ROOT = Path(__file__).resolve().parent.parent
 TYPED = ["evalkit.errors", "evalkit.limits", "evalkit.status", "evalkit._util.yamlio", "evalkit.scoring.sets",
-         "evalkit.corpus.tasks", "evalkit.backends.live"]
-UNTYPED = ["evalkit.api", "evalkit.results.runfolder", "evalkit.stages.runner", "evalkit.report.frames"]
+         "evalkit.corpus.tasks", "evalkit.backends.live", "evalkit.results.records", "evalkit.results.runfolder",
+         "evalkit.results.scoreboard"]
+UNTYPED = ["evalkit.api", "evalkit.execution.pool", "evalkit.stages.runner", "evalkit.report.frames"]
 
 
 def _options(*args: str) -> Options:

@@ -136,7 +136,9 @@ def _profile(root: Path, label: str, tasks: Iterable[str] | None) -> dict[str, A
 
 def _diff(a: list[str], b: list[str]) -> str:
     only_a, only_b = [x for x in a if x not in b], [x for x in b if x not in a]
-    show = lambda xs: ", ".join(xs[:4]) + (f" … ({len(xs)})" if len(xs) > 4 else "")  # noqa: E731
+    def show(xs: list[str]) -> str:
+        return ", ".join(xs[:4]) + (f" … ({len(xs)})" if len(xs) > 4 else "")
+
     return "; ".join(part for part in (f"only in the first: {show(only_a)}" if only_a else "",
                                        f"only in the other: {show(only_b)}" if only_b else "") if part)
 

@@ -7,14 +7,41 @@ The run's pages (`evalkit.results.summary`), the judge (`evalkit.stages.judge`) 
 from __future__ import annotations
 
 import statistics
+from typing import TypedDict
 
 from evalkit.backends import Completion
 from evalkit.status import ERROR, SCORED, SKIPPED_PREFIX, count
 
-__all__ = ["call_figures", "summarize_calls"]
+__all__ = ["CallFigures", "CallSummary", "call_figures", "summarize_calls"]
 
 
-def call_figures(completions: list[Completion]) -> dict:
+class CallFigures(TypedDict):
+    """`call_figures`: latencies in seconds (None without a call made), tokens and calls as counts, USD."""
+
+    calls: int
+    latency_p50: float | None
+    latency_p90: float | None
+    latency_p99: float | None
+    input_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    batched: int
+    output_tokens: int
+    usd: float
+    replayed: int
+
+
+class CallSummary(CallFigures):
+    """`summarize_calls`: the figures and the calls' counts (``parse``: outcome → calls)."""
+
+    errors: int
+    error_rate: float
+    skipped: int
+    parse: dict[str, int]
+    recovered: int
+
+
+def call_figures(completions: list[Completion]) -> CallFigures:
     """What calls cost and took, never a count of outcomes (`evalkit.status.count` is the one counter):
     calls, latency p50/p90/p99 (calls made: a budget stop made none), tokens, USD, batched, replayed.
     Replayed calls report their recorded latency and cost."""
@@ -38,7 +65,7 @@ def call_figures(completions: list[Completion]) -> dict:
     }
 
 
-def summarize_calls(completions: list[Completion]) -> dict:
+def summarize_calls(completions: list[Completion]) -> CallSummary:
     """`call_figures` and the calls' counts (`evalkit.status.count`, one row per call): ``errors`` (calls that
     brought no answer, budget stops among them: ``skipped``), ``error_rate``, ``parse`` (the answers'
     parse outcomes: ok / malformed / truncated / schema_invalid) and ``recovered``. For calls that are

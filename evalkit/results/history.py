@@ -26,13 +26,16 @@ import json
 import math
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from evalkit._util import jsonio
 from evalkit._util.typed import Bool, Num, Record, Str
 from evalkit.results.runfolder import scan, sweep_of
-from evalkit.results.scoreboard import Metric, _selected, locked, numeric_metrics
+from evalkit.results.scoreboard import Metric, RunOutcomes, _selected, locked, numeric_metrics
 from evalkit.status import ERROR, SCORED
+
+if TYPE_CHECKING:  # pandas is imported lazily (start-up cost); for the annotations only
+    import pandas as pd  # type: ignore[import-untyped]  # pandas has no types (no pandas-stubs dependency)
 
 __all__ = ["INDEX_NAME", "index_path", "history_lines", "append_history", "read_history", "history_frame",
            "trend_frame", "run_means", "HistoryLine"]
@@ -67,7 +70,7 @@ def index_path(run_dir: str | Path) -> Path:
     return (sweep_of(run_dir) or Path(run_dir)).parent / INDEX_NAME
 
 
-def _key(line: HistoryLine) -> tuple:
+def _key(line: HistoryLine) -> tuple[str, str | None, str | None, str | None, str | None]:
     return line.run_id, line.time, line.task, line.member, line.backend
 
 
@@ -76,7 +79,7 @@ def _finite(value: Any) -> Any:
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
-def history_lines(run_result: Any) -> list[HistoryLine]:
+def history_lines(run_result: RunOutcomes | str | Path) -> list[HistoryLine]:
     """The index lines of a run: a RunResult / SweepResult (scored and errored outcomes) or a run folder path."""
     root, keys = _selected(run_result, (SCORED, ERROR))
     lines = []
@@ -124,7 +127,7 @@ def read_history(index: str | Path) -> list[HistoryLine]:
     return out
 
 
-def append_history(run_result: Any, index: str | Path | None = None) -> int:
+def append_history(run_result: RunOutcomes | str | Path, index: str | Path | None = None) -> int:
     """Append the run's lines to the index (default ``<runs>/index.jsonl``); return how many were new."""
     root, _ = _selected(run_result)
     index = Path(index) if index is not None else index_path(root)
@@ -142,7 +145,7 @@ def append_history(run_result: Any, index: str | Path | None = None) -> int:
     return len(new)
 
 
-def history_frame(index: str | Path):
+def history_frame(index: str | Path) -> pd.DataFrame:
     """Long pandas frame: run_id, time, task, member, backend, model, metric, value (numeric metrics only)."""
     import pandas as pd  # lazy: pandas is loaded only where it is used (import cost)
 
@@ -157,7 +160,7 @@ def history_frame(index: str | Path):
     return pd.DataFrame(rows, columns=cols)
 
 
-def trend_frame(index: str | Path, task: str | None = None, metric: str = "score"):
+def trend_frame(index: str | Path, task: str | None = None, metric: str = "score") -> pd.DataFrame:
     """Corpus mean of `metric` per (run, backend), ordered by time: the data of a trend chart."""
     import pandas as pd  # lazy: pandas is loaded only where it is used (import cost)
 
@@ -170,7 +173,7 @@ def trend_frame(index: str | Path, task: str | None = None, metric: str = "score
     return run_means(df)
 
 
-def run_means(lines):
+def run_means(lines: pd.DataFrame) -> pd.DataFrame:
     """The points of a trend: per (task, backend, run), the mean `value` over its members (`member`
     counted), at the run's earliest `time`; ordered by task, backend and time.
 
@@ -185,7 +188,7 @@ def run_means(lines):
     sets = lines.groupby(keys)["member"].agg(lambda m: tuple(sorted(set(map(str, m)))))
     g["member_set"] = [sets[tuple(k)] for k in g[keys].itertuples(index=False)]
     g = g.sort_values(["task", "backend", "time", "run_id"]).reset_index(drop=True)
-    names: dict[tuple, str] = {}
+    names: dict[tuple[Any, Any, tuple[str, ...]], str] = {}
     for (task, backend), runs in g.groupby(["task", "backend"], sort=False):
         distinct = list(dict.fromkeys(runs["member_set"]))
         for members in distinct:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Mapping, Self
+from typing import Any, ClassVar, Iterable, Mapping, Self, TypeVar
 
 from evalkit.errors import CorpusError
 from evalkit.status import ERROR, SCORED, Failed, failure_of, row_of, status_of
@@ -57,6 +57,7 @@ def _check(data: Mapping[str, Any], schema: Mapping[str, tuple[type, ...]], wher
                               f"({value!r:.60}); this file is not one evalkit wrote: remove it and run again")
 
 
+_T = TypeVar("_T")
 _NUM = (int, float)
 _OPT_STR = (str, type(None))
 
@@ -77,7 +78,8 @@ class _View:
         _check(data, cls.SCHEMA, where, prefix)
         return cls(data)
 
-    def _get(self, key: str, default: Any = None) -> Any:
+    def _get(self, key: str, default: _T) -> _T:
+        """`key`'s value, `default` when absent or null (`SCHEMA` checked the value's JSON type, not its items)."""
         value = self.data.get(key)
         return default if value is None else value
 
@@ -192,7 +194,7 @@ class Record(_View):
 
     @property
     def schema_version(self) -> int:
-        return self.data.get("schema_version", 1)
+        return self._get("schema_version", 1)  # never null: _VERSIONED allows an int only
 
 
 _VERSIONED = {"schema_version": (int,)}
@@ -381,7 +383,8 @@ class RunRecord(Record):
 
     @property
     def backends(self) -> list[BackendEntry]:
-        return [BackendEntry(b) for b in self._get("backends", [])]
+        entries: list[Mapping[str, Any]] = self._get("backends", [])
+        return [BackendEntry(b) for b in entries]
 
     @property
     def members(self) -> list[str]:

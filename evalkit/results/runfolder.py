@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from evalkit._util.interrupt import on_stop
 from evalkit._util.jsonio import DISK_ERRNOS, canonical_sha, disk_full, line, read_json, write_json
@@ -52,6 +52,10 @@ from evalkit.errors import CorpusError, RunLocked
 from evalkit.results.records import ExtractionRecord, JudgmentsRecord, RunRecord, ScoreRecord
 from evalkit.results.samples import headline
 from evalkit.status import NOTEBOOK_FAILED, SCORED, Failed, failure_of, status_of
+
+if TYPE_CHECKING:  # for the annotations only: reading a run folder loads no corpus and no scorer (start-up cost)
+    from evalkit.corpus.tasks import Member
+    from evalkit.scoring.base import ScoreResult
 
 __all__ = [
     "RUN_JSON", "SUMMARY_JSON", "JUDGE_JSON", "INDEX", "LOCK", "LOCK_HOLDER", "UNFINISHED", "REPORT", "COMPARE", "DIFF", "DIFF_JSON", "PAIRWISE",
@@ -135,13 +139,13 @@ class Home:
     """One member × backend of a run being made (one sample of it, under --samples): the corpus member, the
     backend's label, its folder."""
 
-    member: Any  # evalkit.corpus.tasks.Member
+    member: Member
     label: str
     dir: Path
     sample: int = 0
 
     @classmethod
-    def of(cls, run_dir: str | Path, member: Any, label: str, sample: int = 0) -> "Home":
+    def of(cls, run_dir: str | Path, member: Member, label: str, sample: int = 0) -> "Home":
         return cls(member, label, sample_dir(member_dir(run_dir, member.task.id, member.id, label), sample), sample)
 
 
@@ -218,7 +222,7 @@ def read_score(home: str | Path) -> ScoreRecord:
     return ScoreRecord.from_json(read_json(path), path)
 
 
-def write_score(home: str | Path, member_key: str, extraction: ExtractionRecord, result: Any,
+def write_score(home: str | Path, member_key: str, extraction: ExtractionRecord, result: ScoreResult | Failed,
                 reference: str | None = None) -> ScoreRecord:
     """score.json: the status, the result (a `ScoreResult`, or a `status.Failed`) and the extraction's member,
     backend and run block; with `reference`, the label of the backend whose record was the truth (a
@@ -281,7 +285,9 @@ def clear_pairwise(run_dir: str | Path, task: str) -> None:
 def read_diff(path: str | Path) -> dict[str, Any]:
     """A diff.json (`write_diff`): a run folder's (RUN_B of `evalkit diff`), or the file itself."""
     path = Path(path)
-    return read_json(path / DIFF_JSON if path.is_dir() else path)
+    # Plain JSON here: its shape is `evalkit.compare.diff`'s, a layer above this one.
+    diff: dict[str, Any] = read_json(path / DIFF_JSON if path.is_dir() else path)
+    return diff
 
 
 def write_diff(run_dir: str | Path, diff: Mapping[str, Any]) -> Path:
@@ -312,8 +318,11 @@ def write_run_json(run_dir: str | Path, current: Mapping[str, Any]) -> RunRecord
 
 def merge_run_json(previous: RunRecord | Mapping[str, Any], current: RunRecord | Mapping[str, Any]) -> RunRecord:
     """run.json after a run into a folder earlier runs wrote to (`RunRecord.merged`)."""
-    as_record = lambda r: r if isinstance(r, RunRecord) else RunRecord.from_json(dict(r), RUN_JSON)  # noqa: E731
-    return as_record(previous).merged(as_record(current))
+    return _run_record(previous).merged(_run_record(current))
+
+
+def _run_record(data: RunRecord | Mapping[str, Any]) -> RunRecord:
+    return data if isinstance(data, RunRecord) else RunRecord.from_json(dict(data), RUN_JSON)
 
 
 def read_sweep_json(sweep_dir: str | Path) -> dict[str, Any]:

@@ -35,11 +35,15 @@ ABSENT = "absent"  # the outcome of an item a sample's table does not have (e.g.
 IDENTITY = ("field", "axis", "family", "key", "path", "name", "item", "row", "column")
 
 
-def _records(samples: Sequence[Mapping[str, Any]]) -> list[ScoreRecord]:
+# A sample as a reader holds it: its typed score.json, or the same object as plain JSON (tests, old callers).
+Sample = ScoreRecord | Mapping[str, Any]
+
+
+def _records(samples: Sequence[Sample]) -> list[ScoreRecord]:
     return [s if isinstance(s, ScoreRecord) else ScoreRecord.from_json(dict(s)) for s in samples]
 
 
-def _scored(samples: Sequence[Mapping[str, Any]]) -> list[ScoreRecord]:
+def _scored(samples: Sequence[Sample]) -> list[ScoreRecord]:
     return [s for s in _records(samples) if s.status == SCORED and as_number(s.score) is not None]
 
 
@@ -51,11 +55,11 @@ def sd(xs: Sequence[float]) -> float | None:
     return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
 
 
-def member_figures(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def member_figures(samples: Sequence[Sample]) -> dict[str, Any]:
     """One member × backend's samples (see module docstring); `samples` in sample order."""
     samples = _records(samples)
     scored = _scored(samples)
-    xs = [float(as_number(s.score)) for s in scored]  # type: ignore[arg-type]
+    xs = [float(n) for s in scored if (n := as_number(s.score)) is not None]  # every scored one has a number
     verdicts = [s.passed for s in scored if s.passed is not None]
     errors = Counter(str(s.cause or "") for s in samples if s.status != SCORED)
     items = item_agreement(scored_tables(samples))
@@ -88,7 +92,7 @@ def item_agreement(tables: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[s
     keyed: list[dict[str, str]] = []
     order: dict[str, None] = {}
     for table in tables:
-        seen: Counter = Counter()
+        seen: Counter[str] = Counter()
         mine: dict[str, str] = {}
         for row in table:
             if "outcome" not in row:
@@ -107,7 +111,7 @@ def item_agreement(tables: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[s
     return out
 
 
-def scored_tables(samples: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+def scored_tables(samples: Sequence[Sample]) -> list[list[Mapping[str, Any]]]:
     """The item tables of the scored samples (an errored sample has none: it is left out)."""
     return [list(s.rows) for s in _scored(samples)]
 
@@ -126,7 +130,7 @@ def unstable(tables_of: Mapping[str, Sequence[Sequence[Mapping[str, Any]]]], lim
     return [{k: v for k, v in r.items() if k != "_order"} for r in rows[:limit]]
 
 
-def backend_figures(members: Sequence[Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+def backend_figures(members: Sequence[Sequence[Sample]]) -> dict[str, Any]:
     """summary.json's ``samples`` block of one task × backend: over its members' samples (each a list in
     sample order). ``k``: the most samples a member has; ``k_scored`` / ``k_total``: scored and attempted
     samples; ``sd``: the mean of the members' SDs; ``agreement``: the mean of their item agreement;
@@ -148,7 +152,7 @@ def backend_figures(members: Sequence[Sequence[Mapping[str, Any]]]) -> dict[str,
         for i, x in enumerate(f["scores"]):
             if x is not None:
                 by_index[i].append(float(x))
-    errors: Counter = Counter()
+    errors: Counter[str] = Counter()
     for f in figures:
         errors.update(f["errors"])
     return {
@@ -160,24 +164,24 @@ def backend_figures(members: Sequence[Sequence[Mapping[str, Any]]]) -> dict[str,
     }
 
 
-def headline(samples: Sequence[Mapping[str, Any]]) -> ScoreRecord:
+def headline(samples: Sequence[Sample]) -> ScoreRecord:
     """A member × backend's result under --samples K > 1, read as one score.json (its samples' data, in sample
     order): the **headline score is the mean over the scored samples** and the verdict pass^k (every scored
     sample PASS), sample 0's metrics and items (the first scored sample's, if sample 0 errored), with a note
     on the spread first. Every sample errored: the first sample's error."""
-    samples = _records(samples)
-    f = member_figures(samples)
+    records = _records(samples)
+    f = member_figures(records)
     if not f["k_scored"]:
-        return samples[0]
+        return records[0]
     first = _scored(samples)[0]
     spread = "" if f["sd"] is None else f", SD {f['sd']:.3f}"
-    errored = [f"sample {i if s.sample is None else s.sample} ({s.cause})" for i, s in enumerate(samples)
+    errored = [f"sample {i if s.sample is None else s.sample} ({s.cause})" for i, s in enumerate(records)
                if s.status != SCORED]
     note = (f"samples: {f['k_scored']} of {f['k']} scored, mean {f['mean']:.3f}{spread}; pass@k "
             f"{_yes(f['pass_at_k'])}, pass^k {_yes(f['pass_hat_k'])}"
             + (f"; errored: {', '.join(errored)}" if errored else ""))
     return ScoreRecord({**first.to_json(), "score": f["mean"], "passed": f["pass_hat_k"],
-                        "metrics": mean_metrics([s.metrics for s in _scored(samples)]), "notes": [note, *first.notes],
+                        "metrics": mean_metrics([s.metrics for s in _scored(records)]), "notes": [note, *first.notes],
                         "samples": _block(f)})
 
 
@@ -189,13 +193,13 @@ def _block(f: Mapping[str, Any]) -> dict[str, Any]:
 def mean_metrics(metrics: Iterable[Mapping[str, Any] | None]) -> dict[str, Any]:
     """Each metric over several results' `metrics` (the scored samples', say): the mean of a numeric one (over
     the results that have it), the first one's value of any other (a label, a list)."""
-    metrics = [m or {} for m in metrics]
+    present = [m or {} for m in metrics]
     out: dict[str, Any] = {}
-    for m in metrics:
+    for m in present:
         for name, v in m.items():
             out.setdefault(name, v)
     for name in out:
-        xs = [x for m in metrics if (x := as_number(m.get(name))) is not None and not isinstance(m.get(name), bool)]
+        xs = [x for m in present if (x := as_number(m.get(name))) is not None and not isinstance(m.get(name), bool)]
         if xs:
             out[name] = sum(xs) / len(xs)
     return out

@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Iterable, Iterator, Mapping, Optional, Union
+from typing import Annotated, Any, Iterable, Iterator, Mapping, Optional, Protocol, Sequence, Union
 
 from pydantic import Field, StrictBool, StrictFloat, StrictInt
 
@@ -44,9 +44,10 @@ from evalkit._util.typed import Bool, Num, Record, RecordError, Str, check_versi
 from evalkit.backends import label_folder
 from evalkit.backends.spec import redact_stored
 from evalkit.corpus.sources import sha256_file
-from evalkit.corpus.tasks import DEFAULT_CORPUS, Member, find_task, sources_dir
+from evalkit.corpus.tasks import DEFAULT_CORPUS, Member, Task, find_task, sources_dir
 from evalkit.errors import CorpusError, EvalkitError, ScoreboardError
 from evalkit.results import records
+from evalkit.results.records import ExtractionRecord, RunRecord
 from evalkit.results.runfolder import SCORE, Scored, scan
 from evalkit.status import SCORED
 
@@ -216,8 +217,8 @@ def iter_entries(board: Mapping[str, Any]) -> Iterator[tuple[str, str, str, dict
 RUN_KEYS = ("input_tokens", "output_tokens", "usd", "latency_s", "calls", "replayed", "parse", "truncated", "error")
 
 
-def run_block(scored: Scored, extraction: records.ExtractionRecord | None = None,
-              run_json: records.RunRecord | None = None) -> dict[str, Any]:
+def run_block(scored: Scored, extraction: ExtractionRecord | None = None,
+              run_json: RunRecord | None = None) -> dict[str, Any]:
     """The provenance of one scored result: who ran it, when, with what, at what cost."""
     ext = extraction if extraction is not None else scored.extraction()
     rj = run_json if run_json is not None else scored.run_json()
@@ -262,7 +263,11 @@ def numeric_metrics(metrics: Mapping[str, Any]) -> dict[str, float | int | bool 
     return {k: v for k, v in metrics.items() if v is None or isinstance(v, (int, float, bool))}
 
 
-def _member(corpus: Path, task: str, member: str, cache: dict) -> Member | None:
+# The tasks an update has loaded, by id (None: not in the corpus): each is read once.
+TaskCache = dict[str, Task | None]
+
+
+def _member(corpus: Path, task: str, member: str, cache: TaskCache) -> Member | None:
     if task not in cache:
         try:
             cache[task] = find_task(corpus, task)
@@ -309,7 +314,7 @@ def read_archived(board_dir: str | Path, entry: BoardEntry) -> records.Extractio
 
 
 def entry_for(scored: Scored, board_dir: Path, corpus: Path, sources: Path | None,
-              cache: dict | None = None) -> dict[str, Any]:
+              cache: TaskCache | None = None) -> dict[str, Any]:
     """The scoreboard entry of one scored member × backend."""
     cache = {} if cache is None else cache
     score = scored.score()
@@ -343,7 +348,30 @@ def _justifications_for(task: str, label: str, justifications: Mapping[str, Any]
     return out
 
 
-def _selected(result: Any, statuses: tuple[str, ...] = (SCORED,)) -> tuple[Path, set[tuple[str, str, str]] | None]:
+class OutcomeView(Protocol):
+    """What the scoreboard and the history read of a `runner.Outcome`: which member × backend, and its status."""
+
+    @property
+    def task(self) -> str: ...
+    @property
+    def member(self) -> str: ...
+    @property
+    def backend(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+
+
+class RunOutcomes(Protocol):
+    """A `runner.RunResult` or a `sweep.SweepResult` (layers above this one), as the scoreboard and history take it."""
+
+    @property
+    def run_dir(self) -> Path: ...
+    @property
+    def outcomes(self) -> Sequence[OutcomeView]: ...
+
+
+def _selected(result: RunOutcomes | str | Path,
+              statuses: tuple[str, ...] = (SCORED,)) -> tuple[Path, set[tuple[str, str, str]] | None]:
     """(folder to scan, the (task, member, backend) keys of the outcomes of these statuses — None: every
     one found)."""
     if isinstance(result, (str, Path)):
@@ -371,7 +399,7 @@ def update_scoreboard(run_result: Any, board_path: str | Path, justifications: M
     # --samples K > 1: an entry is its samples' headline (the mean of each metric, pass^k; `samples.headline`)
     found = [h for s in scan(root, status=None) if keys is None or (s.task, s.member, s.backend) in keys
              if (h := s.as_headline()).status == SCORED]
-    similar = sorted({s.score().reference for s in found} - {None})
+    similar = sorted({r for s in found if (r := s.score().reference) is not None})
     if similar:
         raise ScoreboardError(f"{root}: scored against the reference backend {', '.join(similar)} (--reference): a "
                               "similarity, not an accuracy, is never a scoreboard entry")
@@ -380,7 +408,7 @@ def update_scoreboard(run_result: Any, board_path: str | Path, justifications: M
         if missing:
             names = ", ".join(f"{t}/{m} [{b}]" for t, m, b in sorted(missing))
             raise ScoreboardError(f"{root}: no {SCORE} for {names}")
-    cache: dict = {}
+    cache: TaskCache = {}
     # Build the entries before taking the lock: the lock is held only for the read-modify-write.
     entries = [(s, entry_for(s, board_path.parent, corpus, src, cache)) for s in found]
     for s, entry in entries:

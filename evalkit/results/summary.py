@@ -43,8 +43,9 @@ from evalkit.backends.base import Completion
 from evalkit.results import runfolder
 from evalkit.results.calls import call_figures
 from evalkit.results.records import RunBlock, RunRecord, ScoreRecord
+from evalkit.results.runfolder import Scored
 from evalkit.results.samples import backend_figures
-from evalkit.scoring.stats import SEED, as_number, mean, mean_ci, micro_f1, micro_f1_ci, sub_seed
+from evalkit.scoring.stats import SEED, Seed, as_number, mean, mean_ci, micro_f1, micro_f1_ci, sub_seed
 from evalkit.status import NOT_COVERED, OK, REFUSED, SCORED, SKIPPED, count
 
 __all__ = ["summarize", "write_summary", "read_summary", "completion_of", "figure", "backend_line", "Summary",
@@ -196,28 +197,28 @@ def _write(run_dir: Path, data: Mapping[str, Any]) -> None:
     write_json(path, Summary.from_json(data, path).to_json())
 
 
-def completion_of(run: RunBlock) -> Any:
+def completion_of(run: RunBlock) -> Completion:
     """A `Completion` from a run block (extraction.json's or score.json's ``run``), for `results.calls.summarize_calls`."""
     names = {f.name for f in dataclasses.fields(Completion)} - {"record", "raw"}
     return Completion(record=None, raw="", **run.to_json(keys=names))
 
 
-def figure(values: Sequence[float | None], seed: Any) -> dict[str, Any]:
+def figure(values: Sequence[float | None], seed: Seed) -> dict[str, Any]:
     """The mean of the present values, its bootstrap CI, and how many there were."""
     xs = [v for v in values if v is not None]
     ci = mean_ci(xs, seed) if xs else None
     return {"mean": mean(xs), "ci": list(ci) if ci else None, "n": len(xs)}
 
 
-def _figures(task: str, scored: list[ScoreRecord]) -> dict[str, Any]:
+def _figures(task: str, scored: Sequence[ScoreRecord]) -> dict[str, Any]:
     """score and every metric (mean, CI, n) over the scored members' score.json records."""
     metrics = [d.metrics for d in scored]
     names = sorted({k for m in metrics for k, v in m.items() if as_number(v) is not None})
     out = {name: figure([as_number(m.get(name)) for m in metrics], sub_seed(SEED, task, name)) for name in names}
     for prefix in sorted({n[: -len("_tp")] for n in names if n.endswith("_tp")}):
         keys = [f"{prefix}_{c}" for c in COUNTS]
-        rows = [[as_number(m.get(k)) for k in keys] for m in metrics]
-        rows = [r for r in rows if None not in r]
+        values = [[as_number(m.get(k)) for k in keys] for m in metrics]
+        rows = [[x for x in r if x is not None] for r in values if None not in r]
         if rows:
             ci = micro_f1_ci(rows, sub_seed(SEED, task, f"micro_{prefix}_f1"))
             out[f"micro_{prefix}_f1"] = {"mean": micro_f1(rows), "ci": list(ci) if ci else None, "n": len(rows)}
@@ -226,8 +227,8 @@ def _figures(task: str, scored: list[ScoreRecord]) -> dict[str, Any]:
             "metrics": out}
 
 
-def _backend(task: str, label: str, results: list[Any], members: list[str], skipped: list[dict[str, Any]],
-             heldout: set[str], samples_of: Mapping[Any, list[ScoreRecord]] | None = None) -> dict[str, Any]:
+def _backend(task: str, label: str, results: list[Scored], members: list[str], skipped: list[dict[str, Any]],
+             heldout: set[str], samples_of: Mapping[_Key, list[ScoreRecord]] | None = None) -> dict[str, Any]:
     samples_of = samples_of or {}
     sampled = [samples_of[_key(r)] for r in results if _key(r) in samples_of]
 
@@ -263,18 +264,21 @@ def _backend(task: str, label: str, results: list[Any], members: list[str], skip
     }
 
 
-def _key(r: Any) -> tuple[str, str, str]:
+_Key = tuple[str, str, str]  # task, member, backend label
+
+
+def _key(r: Scored) -> _Key:
     return r.task, r.member, r.backend
 
 
-def _sampled(results: list[Any]) -> tuple[list[Any], dict[Any, list[ScoreRecord]]]:
+def _sampled(results: list[Scored]) -> tuple[list[Scored], dict[_Key, list[ScoreRecord]]]:
     """--samples K > 1: each sampled result read as its samples' headline (`samples.headline`: the mean over
     its scored samples), and each one's samples; results without samples as they are."""
     samples_of = {_key(r): r.samples() for r in results if getattr(r, "sampled", False)}
     return [r.as_headline() if _key(r) in samples_of else r for r in results], samples_of
 
 
-def summarize(results: Iterable[Any], run_json: RunRecord | Mapping[str, Any] | None = None) -> dict[str, Any]:
+def summarize(results: Iterable[Scored], run_json: RunRecord | Mapping[str, Any] | None = None) -> dict[str, Any]:
     """summary.json for `results` (`runfolder.Scored`, every status) and the run's run.json (a `RunRecord`, or
     a sweep's members' run.json merged)."""
     run = run_json if isinstance(run_json, RunRecord) else RunRecord.from_json(dict(run_json or {}), runfolder.RUN_JSON)
@@ -338,7 +342,7 @@ def write_sweep_summary(sweep_dir: str | Path, run_dirs: Iterable[str | Path]) -
     results = sorted((s for s in runfolder.scan(sweep_dir, status=None, unscored=True) if s.run_dir in order),
                      key=lambda s: order[s.run_dir])
     merged: dict[str, Any] = {"backends": [], "members": [], "skipped": [], "heldout": []}
-    labels: set[str] = set()
+    labels: set[str | None] = set()
     for run_dir in order:
         if not (run_dir / runfolder.RUN_JSON).is_file():
             continue  # a member that crashed before its run began: the sweep lists it as failed
