@@ -39,7 +39,7 @@ from typing import Annotated, Any, Iterable, Iterator, Mapping, Optional, Union
 
 from pydantic import Field, StrictBool, StrictFloat, StrictInt
 
-from evalkit._util.jsonio import dumps, read_json, write_json
+from evalkit._util.jsonio import dumps, read_json, unsynced, write_json
 from evalkit._util.typed import Bool, Num, Record, RecordError, Str, check_version
 from evalkit.backends import label_folder
 from evalkit.backends.spec import redact_stored
@@ -262,18 +262,22 @@ def numeric_metrics(metrics: Mapping[str, Any]) -> dict[str, float | int | bool 
 
 
 def _member(corpus: Path, task: str, member: str, cache: dict) -> Member | None:
+    """The corpus's member (None when it does not load), each task and member loaded once a `cache`; its
+    truth is not parsed here (only hashed: `truth_sha256`; its scoring validated it)."""
+    if (task, member) in cache:
+        return cache[(task, member)]
     if task not in cache:
         try:
             cache[task] = find_task(corpus, task)
         except EvalkitError:
             cache[task] = None
     t = cache[task]
-    if t is None:
-        return None
     try:
-        return t.member(member)
+        found = t.member(member, check_truth=False) if t is not None else None
     except EvalkitError:
-        return None
+        found = None
+    cache[(task, member)] = found
+    return found
 
 
 ARCHIVE = "records"  # <board dir>/<task>/records/<backend folder>/<member>.json
@@ -308,12 +312,14 @@ def read_archived(board_dir: str | Path, entry: Mapping[str, Any]) -> dict[str, 
 
 
 def entry_for(scored: Scored, board_dir: Path, corpus: Path, sources: Path | None,
-              cache: dict | None = None) -> dict[str, Any]:
-    """The scoreboard entry of one scored member × backend."""
+              cache: dict | None = None, *, extraction: dict[str, Any] | None = None,
+              run_json: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The scoreboard entry of one scored member × backend (`extraction`, `run_json`: its records, when the
+    caller has read them already)."""
     cache = {} if cache is None else cache
     score = scored.score()
-    ext = scored.extraction()
-    rj = scored.run_json()
+    ext = extraction if extraction is not None else scored.extraction()
+    rj = run_json if run_json is not None else scored.run_json()
     member = _member(corpus, scored.task, scored.member, cache)
     return {
         "run": run_block(scored, ext, rj),
@@ -379,17 +385,32 @@ def update_scoreboard(run_result: Any, board_path: str | Path, justifications: M
         if missing:
             names = ", ".join(f"{t}/{m} [{b}]" for t, m, b in sorted(missing))
             raise ScoreboardError(f"{root}: no {SCORE} for {names}")
-    cache: dict = {}
-    # Build the entries before taking the lock: the lock is held only for the read-modify-write.
-    entries = [(s, entry_for(s, board_path.parent, corpus, src, cache)) for s in found]
-    for s, entry in entries:
-        just = _justifications_for(s.task, s.backend, justifications)
-        if just:
-            entry["justifications"] = just
+    entries = _entries(found, board_path.parent, corpus, src, justifications)
     with edit_board(board_path) as board:
-        for s, entry in entries:
-            member = _member(corpus, s.task, s.member, cache)
-            pointer = member is not None and member.manifest.source.is_pointer
-            write_json(board_path.parent / entry["archive"], archived(s.extraction(), pointer))
-            board["tasks"].setdefault(s.task, {}).setdefault(s.member, {})[s.backend] = entry
-    return [(s.task, s.member, s.backend) for s, _ in entries]
+        with unsynced():  # one sync for every archive file below, not one fsync each (minutes at 10,000)
+            for s, entry, record in entries:
+                write_json(board_path.parent / entry["archive"], record)
+                board["tasks"].setdefault(s.task, {}).setdefault(s.member, {})[s.backend] = entry
+        if entries:
+            os.sync()  # the archives are on disk before the board that names them lands (fsynced, atomically)
+    return [(s.task, s.member, s.backend) for s, _, _ in entries]
+
+
+def _entries(found: list[Scored], board_dir: Path, corpus: Path, sources: Path | None,
+             justifications: Mapping[str, Any] | None) -> list[tuple[Scored, dict[str, Any], dict[str, Any]]]:
+    """(result, its entry, its archive record) of each result, built before the board's lock is taken (it is
+    held only for the read-modify-write). Each record is read once, run.json once a run folder (it lists
+    every member: read per entry, it made the update quadratic), each member loaded once."""
+    cache: dict = {}
+    runs: dict[Path, Any] = {}
+    out = []
+    for s in found:
+        ext = s.extraction()
+        if s.run_dir not in runs:
+            runs[s.run_dir] = s.run_json()
+        entry = entry_for(s, board_dir, corpus, sources, cache, extraction=ext, run_json=runs[s.run_dir])
+        if just := _justifications_for(s.task, s.backend, justifications):
+            entry["justifications"] = just
+        member = _member(corpus, s.task, s.member, cache)
+        out.append((s, entry, archived(ext, member is not None and member.manifest.source.is_pointer)))
+    return out
