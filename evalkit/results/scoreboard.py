@@ -46,6 +46,7 @@ from evalkit.backends.spec import redact_stored
 from evalkit.corpus.sources import sha256_file
 from evalkit.corpus.tasks import DEFAULT_CORPUS, Member, find_task, sources_dir
 from evalkit.errors import CorpusError, EvalkitError, ScoreboardError
+from evalkit.results.records import ExtractionRecord, RunRecord
 from evalkit.results.runfolder import SCORE, Scored, scan
 from evalkit.status import SCORED
 
@@ -312,8 +313,8 @@ def read_archived(board_dir: str | Path, entry: Mapping[str, Any]) -> dict[str, 
 
 
 def entry_for(scored: Scored, board_dir: Path, corpus: Path, sources: Path | None,
-              cache: dict | None = None, *, extraction: dict[str, Any] | None = None,
-              run_json: dict[str, Any] | None = None) -> dict[str, Any]:
+              cache: dict | None = None, *, extraction: ExtractionRecord | None = None,
+              run_json: RunRecord | None = None) -> dict[str, Any]:
     """The scoreboard entry of one scored member × backend (`extraction`, `run_json`: its records, when the
     caller has read them already)."""
     cache = {} if cache is None else cache
@@ -402,7 +403,7 @@ def _entries(found: list[Scored], board_dir: Path, corpus: Path, sources: Path |
     held only for the read-modify-write). Each record is read once, run.json once a run folder (it lists
     every member: read per entry, it made the update quadratic), each member loaded once."""
     cache: dict = {}
-    runs: dict[Path, Any] = {}
+    runs: dict[Path, RunRecord] = {}
     out = []
     for s in found:
         ext = s.extraction()
