@@ -13,7 +13,7 @@ from test_render import inline, policy, sha256_source, tags
 
 from evalkit.cli import main
 from evalkit.report import chrome
-from evalkit.report.boardpage import board_changes, previous_board, render_board_html, standings
+from evalkit.report.boardpage import MEMBERS_CSV, board_changes, board_csvs, previous_board, render_board_html, standings
 from evalkit.results.band import Band
 from evalkit.results.scoreboard import Board
 
@@ -162,3 +162,10 @@ def test_a_small_board_page_is_not_cut():
     board = _board({("memos", "a", "gemma"): _entry(0.75, True), ("memos", "b", "gemma"): _entry(0.25, False)})
     html = render_board_html(board, None, board_changes(_board({}), board), "abc")
     assert "ek-cut" not in html and html.count(">gemma<") == 5  # standings, 2 changes, 2 members: every row
+
+
+def test_the_full_table_csv_keeps_data_as_text():
+    board = _board({("memos", "=HYPERLINK(\"http://x\")", "@fake"): _entry(0.5, False)})
+    rows = board_csvs(board, None, None)[MEMBERS_CSV].splitlines()
+    assert rows[1].startswith('memos,"\'=HYPERLINK(""http://x"")",,\'@fake,FAIL,0.5,')  # never run as a formula
+    assert '"{""max_tokens"": 64}"' in rows[1]  # a structure is its JSON

@@ -243,13 +243,21 @@ def render_board_html(board: Board, band: Band | None, changes: Changes | None,
     return chrome.document(title, "\n".join(out), chrome.nav([("scoreboard", None)], links or ()))
 
 
+def _csv_value(value: Any) -> Any:
+    """Null is empty, a structure its JSON; a text a spreadsheet would run as a formula (``=…``, ``+…``, ``-…``,
+    ``@…``: a member id or label comes from data) starts with ``'``, so it stays text."""
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        value = json.dumps(value, sort_keys=True)
+    return "'" + value if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
+
+
 def _csv(head: list[str], rows: list[list[Any]]) -> str:
-    """A CSV of plain values: null is empty, a structure is its JSON."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(head)
-    writer.writerows([["" if v is None else json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v
-                       for v in row] for row in rows])
+    writer.writerows([[_csv_value(v) for v in row] for row in rows])
     return buf.getvalue()
 
 
