@@ -13,7 +13,7 @@ from test_render import inline, policy, sha256_source, tags
 
 from evalkit.cli import main
 from evalkit.report import chrome
-from evalkit.report.boardpage import board_changes, previous_board, render_board_html, standings
+from evalkit.report.boardpage import MEMBERS_CSV, board_changes, board_csvs, previous_board, render_board_html, standings
 from evalkit.results.band import Band
 from evalkit.results.scoreboard import Board
 
@@ -123,3 +123,49 @@ def test_the_board_page_shows_held_out_figures_apart():
     assert any(">held-out<" in r and "[0.200, 0.300]" in r for r in rows)
     member_rows = [r for r in html.split("<tr>") if r.startswith("<td>a<") or r.startswith("<td>b<")]
     assert [">held out<" in r for r in member_rows] == [False, True]
+
+
+def test_a_1000_entry_board_page_keeps_every_section_and_cuts_its_tables(tmp_path):
+    """10,000 rows took 8 s to open: the member table and the changes show their first `TABLE_ROWS` rows, a line
+    under each says how many there are and names the CSV beside the page that holds them all."""
+    n, rows = 1000, chrome.TABLE_ROWS
+    assert n > rows
+    entries = {("memos", f"m{i:04d}", "fake"): _entry(i / n, i % 2 == 0) for i in range(n)}
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    board = corpus / "scoreboard.json"
+    board.write_text(json.dumps(_board(dict(list(entries.items())[:1])).to_json()))
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "commit", "-qm", "board")
+    board.write_text(json.dumps(_board(entries).to_json()))
+    out = tmp_path / "page" / "index.html"
+    result = CliRunner().invoke(main, ["report", "--scoreboard", "--corpus", str(corpus), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    html = out.read_text(encoding="utf-8")
+    heads = re.findall(r"<h[12][^>]*>(.*?)</h[12]>", html)
+    assert heads == ["evalkit scoreboard", "Standings", "What changed", "memos"]
+    assert f"{n} entries: 1 task(s)" in html and f"1/{n}" not in html and f">{n // 2}/{n}<" in html  # standings: all
+    changed, members = html.split("<h2>What changed</h2>")[1].split("<h2>memos</h2>")
+    assert f"{n - 1} entries changed since" in changed and changed.count("<tr>") == rows + 1  # header + first rows
+    assert f'first {rows:,} of {n - 1:,} rows; the full table is in <a href="changes.csv">changes.csv</a>' in changed
+    assert members.count("<tr>") == rows + 1 and ">m0499<" in members and ">m0500<" not in members
+    assert f'first {rows:,} of {n:,} rows; the full table is in <a href="scoreboard.csv">scoreboard.csv</a>' in members
+    full = (out.parent / "scoreboard.csv").read_text().splitlines()
+    assert len(full) == n + 1 and full[0].startswith("task,member,held out,backend,verdict,score,")
+    assert full[-1].startswith("memos,m0999,,fake,FAIL,0.999,")
+    assert len((out.parent / "changes.csv").read_text().splitlines()) == n  # header + 999 added
+    assert len(html) < 400_000  # not 1,000 rows twice over
+
+
+def test_a_small_board_page_is_not_cut():
+    board = _board({("memos", "a", "gemma"): _entry(0.75, True), ("memos", "b", "gemma"): _entry(0.25, False)})
+    html = render_board_html(board, None, board_changes(_board({}), board), "abc")
+    assert "ek-cut" not in html and html.count(">gemma<") == 5  # standings, 2 changes, 2 members: every row
+
+
+def test_the_full_table_csv_keeps_data_as_text():
+    board = _board({("memos", "=HYPERLINK(\"http://x\")", "@fake"): _entry(0.5, False)})
+    rows = board_csvs(board, None, None)[MEMBERS_CSV].splitlines()
+    assert rows[1].startswith('memos,"\'=HYPERLINK(""http://x"")",,\'@fake,FAIL,0.5,')  # never run as a formula
+    assert '"{""max_tokens"": 64}"' in rows[1]  # a structure is its JSON

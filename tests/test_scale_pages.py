@@ -107,3 +107,20 @@ def test_a_long_table_shows_its_first_rows_and_says_where_the_rest_is(monkeypatc
     assert capsys.readouterr().out == f"first {base.TABLE_ROWS:,} of {base.TABLE_ROWS + 5:,} rows; the full table is in the moon\n"
     base.table([{"n": i} for i in range(3)])
     assert shown[1].count("<td>") == 3 and capsys.readouterr().out == ""
+
+
+def test_a_1000_member_index_keeps_every_section_and_cuts_its_member_table(runs):
+    """The index's member table grows with the members: its first `chrome.TABLE_ROWS` rows, and a line saying
+    how many there are and where each is; the overview above it still counts every member."""
+    from evalkit.report import chrome
+    from evalkit.report.render import render_index
+    from evalkit.results.summary import write_summary
+
+    run_a, _ = runs
+    write_summary(run_a)
+    page = render_index(run_a).read_text()
+    assert _headings(page) == ["evalkit run", "Results per task and backend", "deal-memos"]
+    members = page.split("<h2>deal-memos</h2>")[1]
+    assert members.count("<tr>") == chrome.TABLE_ROWS + 1  # the header and the first rows
+    assert f"first {chrome.TABLE_ROWS:,} of {MEMBERS:,} rows; the full table is in each member&#x27;s score.json" in members
+    assert f">{MEMBERS}/{MEMBERS}<" in page.split("<h2>deal-memos</h2>")[0]  # the overview counts every member

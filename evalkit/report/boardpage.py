@@ -9,15 +9,22 @@ task: the band (`evalkit.results.band`: each gated metric's mean over members, i
 the noise band a regression must exceed), then one row per member × backend of the board
 (`evalkit.results.scoreboard`): verdict, score, the gated metrics, the run block (model, date, tokens, USD,
 latency, replayed), the non-default settings. The page has the shared head (`evalkit.report.chrome`), so its tables sort and filter.
+
+A table of more than `chrome.TABLE_ROWS` rows (the members of a 10,000-member task, the changes after a first
+sweep) shows its first rows and a line saying how many there are and where the full table is: the CSV files
+`write_board_report` writes beside the page (`MEMBERS_CSV`: every entry, `CHANGES_CSV`: every change), so the
+page stays small and opens in a second; every section is still there.
 """
 
 from __future__ import annotations
 
+import csv
 import html
+import io
 import json
 import subprocess
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from evalkit._util.jsonio import write_text
 from evalkit.corpus.tasks import DEFAULT_CORPUS, HELDOUT, TUNED, heldout_keys
@@ -29,9 +36,13 @@ from evalkit.results.scoreboard import Board, BoardEntry, ScoreboardError, board
 from evalkit.results.summary import figure
 from evalkit.scoring.stats import SEED, as_number, sub_seed
 
-__all__ = ["previous_board", "Changes", "board_changes", "standings", "render_board_html", "write_board_report"]
+__all__ = ["previous_board", "Changes", "board_changes", "standings", "render_board_html", "board_csvs",
+           "write_board_report", "MEMBERS_CSV", "CHANGES_CSV"]
 
 e = html.escape
+MEMBERS_CSV = "scoreboard.csv"  # beside the page: every entry's row (the page shows the first TABLE_ROWS a task)
+CHANGES_CSV = "changes.csv"  # … and every change since the previous board
+CHANGE_KEYS = ("task", "member", "backend", "change", "score before", "score after")
 
 
 def previous_board(path: Path) -> tuple[Board | None, str | None]:
@@ -128,9 +139,51 @@ def _cell(value: Any, cls: str = "") -> str:
     return f"<td{attr}>{e(text)}</td>"
 
 
-def _table(head: list[str], rows: list[list[str]]) -> str:
-    return ('<div class="ek-wide"><table><thead><tr>' + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr></thead><tbody>"
-            + "".join("<tr>" + "".join(r) + "</tr>" for r in rows) + "</tbody></table></div>")
+def _table(head: list[str], rows: list[list[str]], total: int | None = None, full: str = "") -> str:
+    """`rows` (cells), of `total` rows in all: when there are more, a line under the table says so and
+    names `full` (a CSV beside the page) — the caller gives only the first `chrome.TABLE_ROWS`."""
+    out = ('<div class="ek-wide"><table><thead><tr>' + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr></thead><tbody>"
+           + "".join("<tr>" + "".join(r) + "</tr>" for r in rows) + "</tbody></table></div>")
+    if total is not None and total > len(rows):
+        link = f'<a href="{chrome.href(full)}">{e(full)}</a> beside this page'
+        out += f'<p class="ek-cut">{chrome.cut_note(len(rows), total, link)}</p>'
+    return out
+
+
+# A member row's column: (heading, its value of (task, member, backend label, entry), how its cell shows it).
+Column = tuple[str, Callable[[str, str, str, BoardEntry], Any], str]
+
+
+def _columns(shown: list[str], heldout: frozenset[str] | set[str]) -> list[Column]:
+    """The member table's columns (`shown`: the gated metrics besides the score); one owner for the page's cells
+    and the CSV's values."""
+    def metric(name: str) -> Callable[[str, str, str, BoardEntry], Any]:
+        return lambda t, m, b, x: x.metrics.get(name)
+
+    return [("member", lambda t, m, b, x: m, ""),
+            ("held out", lambda t, m, b, x: "held out" if f"{t}/{m}" in heldout else "", ""),
+            ("backend", lambda t, m, b, x: b, ""), ("verdict", lambda t, m, b, x: _verdict(x.passed), "verdict"),
+            ("score", metric("score"), "num"), *[(g, metric(g), "num") for g in shown],
+            ("model", lambda t, m, b, x: x.run.model, ""), ("date", lambda t, m, b, x: x.run.date, "date"),
+            ("input tokens", lambda t, m, b, x: x.run.input_tokens, "num"),
+            ("output tokens", lambda t, m, b, x: x.run.output_tokens, "num"),
+            ("USD", lambda t, m, b, x: x.run.usd, "num"), ("latency s", lambda t, m, b, x: x.run.latency_s, "num"),
+            ("replayed", lambda t, m, b, x: x.run.replayed, ""), ("settings", lambda t, m, b, x: x.settings, ""),
+            ("run", lambda t, m, b, x: x.run.run_id, "")]
+
+
+def _member_cell(value: Any, how: str) -> str:
+    if how == "verdict":
+        return f'<td class="{value if value != "n/a" else "missing"}">{value}</td>'
+    if how == "date":
+        return _cell(value[:16].replace("T", " ") if value else None, "nowrap")
+    return _cell(value, how)
+
+
+def _shown_metrics(band: Band | None, task: str) -> list[str]:
+    """The gated metrics of a task's band, besides the score (which has its own column)."""
+    tb = band.tasks.get(task) if band is not None else None
+    return [g for g in sorted(k for k, v in tb.metrics.items() if v.gated) if g != "score"] if tb is not None else []
 
 
 def _ci(ci: Any) -> str | None:
@@ -165,14 +218,12 @@ def render_board_html(board: Board, band: Band | None, changes: Changes | None,
         else:
             n = len(changes.rows)
             out.append(f"<p>{n} entr{'y' if n == 1 else 'ies'} changed since {e(since or '')}; {same}</p>")
-            out.append(_table(["task", "member", "backend", "change", "score before", "score after"],
-                              [[_cell(c[k]) for k in ("task", "member", "backend", "change", "score before", "score after")]
-                               for c in changes.rows]))
+            out.append(_table(list(CHANGE_KEYS), [[_cell(c[k]) for k in CHANGE_KEYS]
+                                                  for c in changes.rows[:chrome.TABLE_ROWS]], n, CHANGES_CSV))
     for task in tasks:
         out.append(f"<h2>{e(task)}</h2>")
         tb = band.tasks.get(task) if band is not None else None
         gated = sorted(k for k, v in tb.metrics.items() if v.gated) if tb is not None else []
-        shown = [g for g in gated if g != "score"]
         if tb is not None:
             out.append(f"<p>The band over {e(str(tb.members if tb.members is not None else '—'))} members: a "
                        "regression must exceed it (and the interval is a bootstrap over members).</p>")
@@ -184,26 +235,49 @@ def render_board_html(board: Board, band: Band | None, changes: Changes | None,
                                for k, v in sorted(block.metrics.items()) if k in gated]))
         else:
             out.append("<p>No band measured for this task (<code>evalkit band</code>).</p>")
-        head = ["member", "held out", "backend", "verdict", "score", *shown, "model", "date", "input tokens", "output tokens",
-                "USD", "latency s", "replayed", "settings", "run"]
-        rows = []
-        for t, member, label, x in entries:
-            if t != task:
-                continue
-            run, metrics = x.run, x.metrics
-            v = _verdict(x.passed)
-            rows.append([_cell(member), _cell("held out" if f"{task}/{member}" in heldout else ""), _cell(label), f'<td class="{v if v != "n/a" else "missing"}">{v}</td>',
-                         _cell(metrics.get("score"), "num"), *[_cell(metrics.get(g), "num") for g in shown],
-                         _cell(run.model), _cell(run.date[:16].replace("T", " ") if run.date else None, "nowrap"), _cell(run.input_tokens, "num"),
-                         _cell(run.output_tokens, "num"), _cell(run.usd, "num"),
-                         _cell(run.latency_s, "num"), _cell(run.replayed), _cell(x.settings),
-                         _cell(run.run_id)])
-        out.append(_table(head, rows))
+        columns = _columns(_shown_metrics(band, task), heldout)
+        mine = [(member, label, x) for t, member, label, x in entries if t == task]
+        rows = [[_member_cell(get(task, member, label, x), how) for _, get, how in columns]
+                for member, label, x in mine[:chrome.TABLE_ROWS]]
+        out.append(_table([h for h, _, _ in columns], rows, len(mine), MEMBERS_CSV))
     return chrome.document(title, "\n".join(out), chrome.nav([("scoreboard", None)], links or ()))
 
 
+def _csv_value(value: Any) -> Any:
+    """Null is empty, a structure its JSON; a text a spreadsheet would run as a formula (``=…``, ``+…``, ``-…``,
+    ``@…``: a member id or label comes from data) starts with ``'``, so it stays text."""
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        value = json.dumps(value, sort_keys=True)
+    return "'" + value if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
+
+
+def _csv(head: list[str], rows: list[list[Any]]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(head)
+    writer.writerows([[_csv_value(v) for v in row] for row in rows])
+    return buf.getvalue()
+
+
+def board_csvs(board: Board, band: Band | None, changes: Changes | None,
+               heldout: frozenset[str] | set[str] = frozenset()) -> dict[str, str]:
+    """The full tables the page cuts, by file name: every entry (`MEMBERS_CSV`: a task column, then the page's
+    member columns, with the gated metrics of every task) and every change (`CHANGES_CSV`)."""
+    entries = list(board.entries())
+    shown = sorted({g for task in {t for t, *_ in entries} for g in _shown_metrics(band, task)})
+    columns = _columns(shown, heldout)
+    out = {MEMBERS_CSV: _csv(["task", *(h for h, _, _ in columns)],
+                             [[t, *(get(t, m, b, x) for _, get, _ in columns)] for t, m, b, x in entries])}
+    if changes is not None:
+        out[CHANGES_CSV] = _csv(list(CHANGE_KEYS), [[c[k] for k in CHANGE_KEYS] for c in changes.rows])
+    return out
+
+
 def write_board_report(corpus: str | Path | None = None, out: str | Path | None = None) -> Path:
-    """Render the corpus's committed scoreboard (and band) to `out` (default ``runs/scoreboard/index.html``)."""
+    """Render the corpus's committed scoreboard (and band) to `out` (default ``runs/scoreboard/index.html``),
+    with the full tables beside it (`board_csvs`)."""
     path = board_path(corpus)
     board = read_board(path, must_exist=True)
     before, since = previous_board(path)
@@ -211,7 +285,10 @@ def write_board_report(corpus: str | Path | None = None, out: str | Path | None 
     out = Path(out) if out is not None else Path("runs") / BOARD_DIR / INDEX
     runs = out.parent.parent / INDEX  # the default place: runs/scoreboard/, beside the runs page
     links = [("all runs", chrome.href("..", INDEX))] if is_runs_page(runs) else []
-    page = render_board_html(board, read_band(band_path(corpus)), changes, since,
-                             heldout=heldout_keys(corpus or DEFAULT_CORPUS), links=links)
-    write_text(out, page)
+    band, heldout = read_band(band_path(corpus)), heldout_keys(corpus or DEFAULT_CORPUS)
+    for name, text in board_csvs(board, band, changes, heldout).items():
+        write_text(out.parent / name, text)
+    if changes is None:  # nothing to compare with: no changes file from an earlier report stays beside the page
+        (out.parent / CHANGES_CSV).unlink(missing_ok=True)
+    write_text(out, render_board_html(board, band, changes, since, heldout=heldout, links=links))
     return out

@@ -19,9 +19,18 @@ from urllib.parse import quote
 
 from evalkit._util.resources import TEMPLATES_DIR
 
-__all__ = ["css", "script", "csp", "head", "nav", "href", "document", "STATIC"]
+__all__ = ["css", "script", "csp", "head", "nav", "href", "document", "STATIC", "TABLE_ROWS", "cut_note"]
 
 STATIC = TEMPLATES_DIR / "evalkit" / "static"
+# Most rows a table shows on any page (a notebook page's, the index's, the scoreboard's): a page of 10,000 rows
+# takes seconds to open; a line under a cut table says how many there are and where the full table is.
+TABLE_ROWS = 500
+
+
+def cut_note(shown: int, total: int, full: str) -> str:
+    """The line under a table cut to its first `shown` of `total` rows; `full` names where every row is
+    (inserted as given: text, or markup the caller escaped)."""
+    return f"first {shown:,} of {total:,} rows; the full table is in {full}"
 
 
 @lru_cache(maxsize=None)

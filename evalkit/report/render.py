@@ -363,6 +363,10 @@ def _member_rows(task_dir: Path) -> list[dict[str, Any]]:
             for s in runfolder.task_results(task_dir.parent, task_dir.name)]
 
 
+# Where the index's member table is whole once cut (`chrome.TABLE_ROWS`); the overview above it counts every member.
+INDEX_FULL = f"each member's {runfolder.SCORE} (<task>/<member>/<backend folder>/{runfolder.SCORE})"
+
+
 def render_index(run_dir: str | Path) -> Path:
     """Write ``<run>/index.html``: per task, a link to its report and one row per member and backend."""
     run_dir = Path(run_dir)
@@ -384,7 +388,7 @@ def render_index(run_dir: str | Path) -> Path:
             out.append(f"<p>{' · '.join(links)}</p>")
         out.append("<table><thead><tr><th>member</th><th>backend</th><th>score</th><th>verdict</th>"
                    "<th>pages</th></tr></thead><tbody>")
-        for r in rows:
+        for r in rows[:chrome.TABLE_ROWS]:  # the first rows: a page of 10,000 takes seconds to open
             s = r["score"]
             failed = None if s is None else s.failure
             if s is None:
@@ -406,6 +410,8 @@ def render_index(run_dir: str | Path) -> Path:
             out.append(f"<tr><td>{member}</td><td>{e(r['backend'])}</td><td class=\"num\">{score}</td>"
                        f"<td>{verdict}</td><td>{' · '.join(links)}</td></tr>")
         out.append("</tbody></table>")
+        if len(rows) > chrome.TABLE_ROWS:
+            out.append(f'<p class="ek-cut">{chrome.cut_note(chrome.TABLE_ROWS, len(rows), e(INDEX_FULL))}</p>')
     path = run_dir / runfolder.INDEX
     write_text(path, chrome.document("evalkit run", "\n".join(out), chrome.nav([("index", None)]),
                                          extra_css=OVERVIEW_CSS))

@@ -32,6 +32,7 @@ many concurrent writers lose nothing and a reader never sees half a file.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,7 +40,7 @@ from typing import Annotated, Any, Iterable, Iterator, Mapping, Optional, Protoc
 
 from pydantic import Field, StrictBool, StrictFloat, StrictInt
 
-from evalkit._util.jsonio import dumps, read_json, write_json
+from evalkit._util.jsonio import dumps, read_json, unsynced, write_json
 from evalkit._util.typed import Bool, Num, Record, RecordError, Str, check_version
 from evalkit.backends import label_folder
 from evalkit.backends.spec import redact_stored
@@ -263,23 +264,31 @@ def numeric_metrics(metrics: Mapping[str, Any]) -> dict[str, float | int | bool 
     return {k: v for k, v in metrics.items() if v is None or isinstance(v, (int, float, bool))}
 
 
-# The tasks an update has loaded, by id (None: not in the corpus): each is read once.
-TaskCache = dict[str, Task | None]
+@dataclasses.dataclass
+class Loaded:
+    """The tasks and members an update has loaded (None: not in the corpus, or does not load): each once."""
+
+    tasks: dict[str, Task | None] = dataclasses.field(default_factory=dict)
+    members: dict[tuple[str, str], Member | None] = dataclasses.field(default_factory=dict)
 
 
-def _member(corpus: Path, task: str, member: str, cache: TaskCache) -> Member | None:
-    if task not in cache:
+def _member(corpus: Path, task: str, member: str, cache: Loaded) -> Member | None:
+    """The corpus's member (None when it does not load), each task and member loaded once a `cache`; its
+    truth is not parsed here (only hashed: `truth_sha256`; its scoring validated it)."""
+    if (task, member) in cache.members:
+        return cache.members[(task, member)]
+    if task not in cache.tasks:
         try:
-            cache[task] = find_task(corpus, task)
+            cache.tasks[task] = find_task(corpus, task)
         except EvalkitError:
-            cache[task] = None
-    t = cache[task]
-    if t is None:
-        return None
+            cache.tasks[task] = None
+    t = cache.tasks[task]
     try:
-        return t.member(member)
+        found = t.member(member, check_truth=False) if t is not None else None
     except EvalkitError:
-        return None
+        found = None
+    cache.members[(task, member)] = found
+    return found
 
 
 ARCHIVE = "records"  # <board dir>/<task>/records/<backend folder>/<member>.json
@@ -314,12 +323,14 @@ def read_archived(board_dir: str | Path, entry: BoardEntry) -> records.Extractio
 
 
 def entry_for(scored: Scored, board_dir: Path, corpus: Path, sources: Path | None,
-              cache: TaskCache | None = None) -> dict[str, Any]:
-    """The scoreboard entry of one scored member × backend."""
-    cache = {} if cache is None else cache
+              cache: Loaded | None = None, *, extraction: ExtractionRecord | None = None,
+              run_json: RunRecord | None = None) -> dict[str, Any]:
+    """The scoreboard entry of one scored member × backend (`extraction`, `run_json`: its records, when the
+    caller has read them already)."""
+    cache = Loaded() if cache is None else cache
     score = scored.score()
-    ext = scored.extraction()
-    rj = scored.run_json()
+    ext = extraction if extraction is not None else scored.extraction()
+    rj = run_json if run_json is not None else scored.run_json()
     member = _member(corpus, scored.task, scored.member, cache)
     return {
         "run": run_block(scored, ext, rj),
@@ -408,17 +419,32 @@ def update_scoreboard(run_result: Any, board_path: str | Path, justifications: M
         if missing:
             names = ", ".join(f"{t}/{m} [{b}]" for t, m, b in sorted(missing))
             raise ScoreboardError(f"{root}: no {SCORE} for {names}")
-    cache: TaskCache = {}
-    # Build the entries before taking the lock: the lock is held only for the read-modify-write.
-    entries = [(s, entry_for(s, board_path.parent, corpus, src, cache)) for s in found]
-    for s, entry in entries:
-        just = _justifications_for(s.task, s.backend, justifications)
-        if just:
-            entry["justifications"] = just
+    entries = _entries(found, board_path.parent, corpus, src, justifications)
     with edit_board(board_path) as board:
-        for s, entry in entries:
-            member = _member(corpus, s.task, s.member, cache)
-            pointer = member is not None and member.manifest.source.is_pointer
-            write_json(board_path.parent / entry["archive"], archived(s.extraction(), pointer))
-            board["tasks"].setdefault(s.task, {}).setdefault(s.member, {})[s.backend] = entry
-    return [(s.task, s.member, s.backend) for s, _ in entries]
+        with unsynced():  # one sync for every archive file below, not one fsync each (minutes at 10,000)
+            for s, entry, record in entries:
+                write_json(board_path.parent / entry["archive"], record)
+                board["tasks"].setdefault(s.task, {}).setdefault(s.member, {})[s.backend] = entry
+        if entries:
+            os.sync()  # the archives are on disk before the board that names them lands (fsynced, atomically)
+    return [(s.task, s.member, s.backend) for s, _, _ in entries]
+
+
+def _entries(found: list[Scored], board_dir: Path, corpus: Path, sources: Path | None,
+             justifications: Mapping[str, Any] | None) -> list[tuple[Scored, dict[str, Any], dict[str, Any]]]:
+    """(result, its entry, its archive record) of each result, built before the board's lock is taken (it is
+    held only for the read-modify-write). Each record is read once, run.json once a run folder (it lists
+    every member: read per entry, it made the update quadratic), each member loaded once."""
+    cache = Loaded()
+    runs: dict[Path, RunRecord] = {}
+    out = []
+    for s in found:
+        ext = s.extraction()
+        if s.run_dir not in runs:
+            runs[s.run_dir] = s.run_json()
+        entry = entry_for(s, board_dir, corpus, sources, cache, extraction=ext, run_json=runs[s.run_dir])
+        if just := _justifications_for(s.task, s.backend, justifications):
+            entry["justifications"] = just
+        member = _member(corpus, s.task, s.member, cache)
+        out.append((s, entry, archived(ext, member is not None and member.manifest.source.is_pointer)))
+    return out

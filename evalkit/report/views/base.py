@@ -18,6 +18,7 @@ import IPython.display
 import pandas as pd
 
 from evalkit.report import frames
+from evalkit.report.chrome import TABLE_ROWS, cut_note
 from evalkit.results.runfolder import SCORE
 
 # An outcome is fine when it is a success; set-aside outcomes are not problems either (the scorer
@@ -26,7 +27,6 @@ SUCCESS = frames.SUCCESS
 SET_ASIDE = frames.SET_ASIDE
 NULL = "—"  # how a null figure is shown (an undefined ratio, a metric no judge has filled in): never 0
 MAX_CHARS = 200  # longest cell shown in a table (the full value is in score.json)
-TABLE_ROWS = 500  # most rows a table shows on a page; a line under it says where the rest is
 
 
 # --------------------------------------------------------------------------- formatting
@@ -146,7 +146,7 @@ def table(data: Any, columns: list[str] | None = None, max_chars: int = MAX_CHAR
         html = shown.to_html(escape=True, index=False, border=0, classes=classes, na_rep="")
     IPython.display.display({"text/html": html, "text/plain": shown.to_string(index=False)}, raw=True)
     if len(df) < total:
-        print(f"first {len(df):,} of {total:,} rows; the full table is in {full}")
+        print(cut_note(len(df), total, full))
 
 
 def kv(mapping: Mapping[str, Any], key: str = "key", value: str = "value") -> None:
