@@ -409,6 +409,7 @@ def pages(root: Path, corpus: Path, n: int) -> None:
     from evalkit.execution.execute import execute, plan_report
     from evalkit.report.boardpage import write_board_report
     from evalkit.report.render import render_index, render_notebook
+    from evalkit.results.runfolder import INDEX
     from evalkit.results.scoreboard import board_path, update_scoreboard
     from evalkit.results.summary import write_summary
 
@@ -435,7 +436,7 @@ def pages(root: Path, corpus: Path, n: int) -> None:
 
     def scoreboard() -> Path:
         update_scoreboard(run_a, board_path(corpus), corpus=corpus)
-        return write_board_report(corpus, root / "scoreboard" / "index.html")
+        return write_board_report(corpus, root / "scoreboard" / INDEX)
 
     make("task report", task_report)
     make("index", lambda: (write_summary(run_a), render_index(run_a))[1])

@@ -56,6 +56,11 @@ class NonFinite(CorpusError):
     refused, naming the file and the key path, before anything is written (`evalkit._util.jsonio`)."""
 
 
+class RecordError(CorpusError):
+    """A file evalkit wrote (run.json, score.json, summary.json, the board, …) holds a value of the wrong type, or
+    a schema_version this evalkit does not read: one line naming the file and the key path (exit 3)."""
+
+
 class InvalidCorpus(CorpusError):
     """Several problems found at once (by `evalkit validate` or strict loading)."""
 

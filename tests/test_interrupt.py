@@ -307,7 +307,7 @@ def test_merge_run_json_replaces_a_rerun_label_in_place_and_keeps_the_others():
                                               {"label": "b", "spec": "x", "started": "t1"}], "members": ["t/m0"]}
     current = {"started": "t2", "backends": [{"label": "c", "spec": "y", "started": "t2"},
                                              {"label": "a", "spec": "z", "started": "t2"}], "members": ["t/m1", "t/m0"]}
-    merged = merge_run_json(previous, current)
+    merged = merge_run_json(previous, current).to_json()
     assert [(b["label"], b["spec"]) for b in merged["backends"]] == [("a", "z"), ("b", "x"), ("c", "y")]
     assert merged["members"] == ["t/m0", "t/m1"] and merged["started"] == "t2"
-    assert merge_run_json({}, current) is current
+    assert merge_run_json({}, current).to_json() == current

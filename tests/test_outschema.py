@@ -16,6 +16,7 @@ from evalkit.corpus.outschema import keypath, top_key, violations
 from evalkit.corpus.sources import check_integrity, read_document
 from evalkit.corpus.tasks import find_task
 from evalkit.errors import InvalidCorpus
+from evalkit.results.records import ExtractionRecord
 from evalkit.stages.pipeline import SCHEMA_INVALID, extraction_record, render_request, score_extraction
 from evalkit.stages.validate import validate_corpus
 
@@ -42,7 +43,8 @@ def _extract(corpus: Path, record: dict, tmp_path: Path):
     document = read_document(check_integrity(member, None))
     request = render_request(member.task, member, document)
     extraction = extraction_record(member, _Backend(), request, Completion(record=record, raw="{}"))
-    return extraction, score_extraction(member, extraction, tmp_path, document, None)
+    # what the pipeline scores is the extraction.json it wrote, read back as its record
+    return extraction, score_extraction(member, ExtractionRecord.from_json(extraction), tmp_path, document, None)
 
 
 def _truth_record(corpus: Path) -> dict:

@@ -149,12 +149,12 @@ def _old_member(corpus, task, member, cache):
     from evalkit.corpus.tasks import find_task
     from evalkit.errors import EvalkitError
 
-    if task not in cache:
+    if task not in cache.tasks:
         try:
-            cache[task] = find_task(corpus, task)
+            cache.tasks[task] = find_task(corpus, task)
         except EvalkitError:
-            cache[task] = None
-    t = cache[task]
+            cache.tasks[task] = None
+    t = cache.tasks[task]
     if t is None:
         return None
     try:

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Mapping, TypeVar, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
 
-from evalkit.errors import CorpusError
+from evalkit.errors import RecordError
 
 __all__ = ["Record", "RecordError", "Num", "Int", "Str", "Bool", "key_path", "check_version"]
 
@@ -29,10 +29,6 @@ Str = StrictStr
 Bool = StrictBool
 
 R = TypeVar("R", bound="Record")
-
-
-class RecordError(CorpusError):
-    """One of evalkit's files holds a value of the wrong type (or an unknown schema_version): exit 3."""
 
 
 def key_path(loc: tuple[Any, ...]) -> str:

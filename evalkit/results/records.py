@@ -22,17 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Iterable, Mapping, Self, TypeVar
 
-from evalkit.errors import CorpusError
+from evalkit.errors import RecordError
 from evalkit.status import ERROR, SCORED, Failed, failure_of, row_of, status_of
 
 __all__ = ["SCHEMA_VERSION", "RecordError", "Record", "BackendRef", "RunBlock", "RunRecord", "ExtractionRecord",
            "ScoreRecord", "JudgmentsRecord"]
 
 SCHEMA_VERSION = 1  # the version this evalkit writes; version 1 is implied by a file without "schema_version"
-
-
-class RecordError(CorpusError):
-    """A run-folder file whose JSON is not the record it should be (exit 3): names the file and the key."""
 
 
 # A key's expected JSON types, in the words of the error message.
