@@ -190,7 +190,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2, help="--sweep: the sweep's worker processes")
     args = ap.parse_args()
     if args.sweep:
-        return sweep_bench(args)
+        sweep_bench(args)
+        return
     ideal = args.n * args.latency / args.concurrency
     server, url = start_server(args.latency)
     try:

@@ -12,9 +12,10 @@ run writes is the same whichever calls it. Bad input raises an `evalkit.errors.E
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 from evalkit.backends import BackendSpec
 from evalkit.errors import EvalkitError

@@ -53,8 +53,9 @@ the CLI, reports, index, scoreboard, band, check, history, sweep — asks `statu
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 SCORED, ERROR, SKIPPED, REFUSED, NOT_COVERED = "scored", "error", "skipped", "refused", "not_covered"
 STATUSES = (SCORED, ERROR, NOT_COVERED, SKIPPED)  # what a member × backend is counted as (refused: a skip)

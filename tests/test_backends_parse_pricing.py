@@ -136,10 +136,10 @@ def test_pricing_asks_the_provider_record_free_and_page_rule():
 
     from servers.fixtures import req
 
-    from evalkit.corpus.parts import PNG_MEDIA_TYPE, Part
     from evalkit.backends.providers import registry
     from evalkit.backends.resolve import plan, resolve_backends
     from evalkit.backends.spec import BackendSpec
+    from evalkit.corpus.parts import PNG_MEDIA_TYPE, Part
 
     def planned(provider, request):
         with mock.patch.dict(registry(), {"toy-local": provider}):

@@ -13,7 +13,14 @@ from test_render import inline, policy, sha256_source, tags
 
 from evalkit.cli import main
 from evalkit.report import chrome
-from evalkit.report.boardpage import MEMBERS_CSV, board_changes, board_csvs, previous_board, render_board_html, standings
+from evalkit.report.boardpage import (
+    MEMBERS_CSV,
+    board_changes,
+    board_csvs,
+    previous_board,
+    render_board_html,
+    standings,
+)
 from evalkit.results.band import Band
 from evalkit.results.scoreboard import Board
 
@@ -121,7 +128,7 @@ def test_the_board_page_shows_held_out_figures_apart():
     rows = [r for r in html.split("<tr>") if ">score<" in r]
     assert any(">tuned<" in r and "[0.700, 0.800]" in r for r in rows)
     assert any(">held-out<" in r and "[0.200, 0.300]" in r for r in rows)
-    member_rows = [r for r in html.split("<tr>") if r.startswith("<td>a<") or r.startswith("<td>b<")]
+    member_rows = [r for r in html.split("<tr>") if r.startswith(("<td>a<", "<td>b<"))]
     assert [">held out<" in r for r in member_rows] == [False, True]
 
 

@@ -86,7 +86,7 @@ def test_graph_and_tree_tasks_add_relation_type_f1_and_family_scores(tmp_path):
     fake = per_type[per_type["backend"] == "fake"]
     assert len(fake) and (fake["micro F1"] == "1.000").all() and (fake["fp"] == 0).all()  # fake echoes the truth
     # every relation type of the truth appears under the fake backend; the counts add up to its relation items
-    scores = [d for d in graph.scores["fake"].values()]
+    scores = list(graph.scores["fake"].values())
     truth_relations = sum(1 for d in scores for i in d.rows if i.get("axis") == "relations")
     assert fake["tp"].sum() == truth_relations
     p, = sides.paired(graph)

@@ -112,15 +112,15 @@ def test_sorting_and_filtering_a_table_in_chromium(rendered, tmp_path):
     assert _first_column(before, table) == ["hostile", "plain"]
     assert 'class="ek-filter"' in before  # the bundled script ran under the page's policy
     # Click the "score" header twice (ascending, then descending): the rows change order.
-    click = ("var t = document.querySelectorAll('table')[%d];"
+    click = (f"var t = document.querySelectorAll('table')[{table}];"
              "var h = Array.prototype.filter.call(t.tHead.rows[0].cells, function (c) {"
-             " return c.textContent.trim() === 'score'; })[0]; h.click(); h.click();" % table)
+             " return c.textContent.trim() === 'score'; })[0]; h.click(); h.click();")
     dom = dump_dom(_with_script(report, tmp_path / "sorted.html", click, allow=True), tmp_path / "profile")
     assert _first_column(dom, table) == ["plain", "hostile"]
     assert 'aria-sort="descending"' in dom
     # "failures only" hides the passing member.
-    failures = ("var t = document.querySelectorAll('table')[%d]; var box = t.previousSibling.querySelector("
-                "'input[type=checkbox]'); box.click();" % table)
+    failures = (f"var t = document.querySelectorAll('table')[{table}]; var box = t.previousSibling.querySelector("
+                "'input[type=checkbox]'); box.click();")
     dom = dump_dom(_with_script(report, tmp_path / "failures.html", failures, allow=True), tmp_path / "profile")
     rows = re.findall(r"<tr\b([^>]*)>\s*<td[^>]*>(?:<a[^>]*>)?(hostile|plain)<", re.findall(r"<tbody>(.*?)</tbody>", dom, re.S)[table])
     assert [(name, "hidden" in attrs) for attrs, name in rows] == [("hostile", False), ("plain", True)]

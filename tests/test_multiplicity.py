@@ -86,7 +86,7 @@ def _side(scores: dict[str, float], fields: dict[str, dict[str, bool]]) -> dict:
 
 def test_compare_sides_keeps_held_out_apart_and_adjusts_every_row_but_the_headline():
     members = [f"m{i}" for i in range(8)]
-    a = _side({m: 0.5 for m in members}, {m: {"x": True, "y": True, "z": False} for m in members})
+    a = _side(dict.fromkeys(members, 0.5), {m: {"x": True, "y": True, "z": False} for m in members})
     b = _side({m: (0.9 if m != "m7" else 0.1) for m in members},
               {m: {"x": m != "m7", "y": True, "z": True} for m in members})
     d = compare_sides("t", a, b, "A", "B", heldout={"t/m7"})

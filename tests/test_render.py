@@ -275,7 +275,7 @@ def test_bundle_holds_every_page_with_links_between_sections(run_copy, tmp_path)
     assert len(ids) == len(set(ids))  # pages' ids are prefixed: none collide
     hrefs = [a["href"] for t, a in tags(html) if t == "a" and a.get("href")]
     assert hrefs and all(h.startswith("#") and h[1:] in ids for h in hrefs)  # every link stays in the file
-    score = dict((unquote_path(p), i) for i, p in sections)[f"{TASK_ID}/plain/fake/score.html"]
+    score = {unquote_path(p): i for i, p in sections}[f"{TASK_ID}/plain/fake/score.html"]
     assert f'href="#{score}"' in html  # e.g. the report's member link
     assert "&lt;/script&gt;&lt;script&gt;document.title='PWNED'&lt;/script&gt;" in html
     for tag, attrs in tags(html):

@@ -19,7 +19,7 @@ def _result(member: str, backend: str, status: str = "scored", **run) -> Scored:
 
 
 def test_backend_calls_show_the_summary_figures_errors_parse_outcomes_and_latency_percentiles():
-    calls = dict(input_tokens=10, output_tokens=5, usd=0.001)
+    calls = {"input_tokens": 10, "output_tokens": 5, "usd": 0.001}
     results = [_result(f"m{i}", "a", latency_s=float(i + 1), parse="clean", **calls) for i in range(4)]
     results += [_result("m4", "a", latency_s=9.0, parse="clean", truncated="exhausted", **calls),
                 _result("m5", "a", latency_s=9.0, parse="malformed", **calls),

@@ -57,7 +57,7 @@ def test_new_member_pins_the_sha256_and_writes_a_truth_skeleton_from_the_schema(
     # Until its provenance is filled in, validate names each placeholder leg; the fake self-test scores it already.
     lint = evalkit("validate", cwd=proj)
     assert lint.returncode == EXIT_INVALID and "Traceback" not in lint.stderr
-    assert {m for m in re.findall(r"supplier-invoice-7/manifest.yaml:\d+: truth_provenance\.(\w+)", lint.stderr)} == {
+    assert set(re.findall(r"supplier-invoice-7/manifest.yaml:\d+: truth_provenance\.(\w+)", lint.stderr)) == {
         "authored_by", "verified_by", "adversarial_pass"}, lint.stderr
     run = evalkit("run", "--backend", "fake", "--no-html", "--out", "runs/r", cwd=proj)
     assert "supplier-invoice-7 … 100.0% PASS" in run.stdout, run.stdout + run.stderr

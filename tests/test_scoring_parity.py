@@ -39,8 +39,8 @@ def test_notebooks_and_no_notebooks_write_the_same_score_json_on_every_bundled_t
         members = t.members()
         for pointer in (False, True) if sources else (False,):
             chosen += [m.key for m in members if m.manifest.source.is_pointer == pointer][:1]
-    common = dict(corpus=DEFAULT_CORPUS, backends=specs(f"gemma-3-270m=cassette:path={DEFAULT_CASSETTE}"),
-                  sources=sources, only=chosen, threshold=0.25, html=False, report=False)
+    common = {"corpus": DEFAULT_CORPUS, "backends": specs(f"gemma-3-270m=cassette:path={DEFAULT_CASSETTE}"),
+                  "sources": sources, "only": chosen, "threshold": 0.25, "html": False, "report": False}
     in_notebooks = run(RunOptions(**common, out=tmp_path / "notebooks"))
     in_process = run(RunOptions(**common, out=tmp_path / "in-process", notebooks=False))
 

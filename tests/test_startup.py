@@ -11,6 +11,6 @@ HEAVY = ("numpy", "pandas", "altair", "papermill", "nbconvert", "anthropic", "op
 
 
 def test_the_command_line_imports_no_heavy_module_before_a_command_runs():
-    code = ("import sys, evalkit.cli; heavy = %r; print(' '.join(m for m in heavy if m in sys.modules))" % (HEAVY,))
+    code = f"import sys, evalkit.cli; heavy = {HEAVY!r}; print(' '.join(m for m in heavy if m in sys.modules))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert loaded == [], f"imported at `evalkit --help`: {loaded} (import them inside the command, with a `# lazy:` why)"

@@ -226,7 +226,7 @@ def test_graph_view_shows_null_judged_metrics_as_a_dash(monkeypatch, capsys):
     rel = prf.set_index("axis").loc["relations"]
     assert rel["recall"] == views.NULL and rel["precision"] == "0.000" and rel["fp"] == "1"
     assert prf.set_index("axis").loc["summary", "f1"] == views.NULL  # null summary F1: a dash, not 0
-    assert [h for h in page.headings(3)] == ["entities: 1 item (1 matched)", "relations: 1 item (1 spurious)"]
+    assert list(page.headings(3)) == ["entities: 1 item (1 matched)", "relations: 1 item (1 spurious)"]
     assert page.charts()[0] is not None
     assert views.figure(None) == views.NULL and views.figure(float("nan")) == views.NULL
     assert views.figure(0.0) == "0.000" and views.figure(0) == "0"

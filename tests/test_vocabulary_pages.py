@@ -139,7 +139,7 @@ def test_the_cli_members_lines_match_summary_json(run):
     for label, b in entries(summary).items():
         (line,) = [x.strip() for x in output.splitlines() if x.strip().startswith(f"{label}: ")]
         assert line.startswith(f"{label}: {b['passed']}/{b['members']} passed")
-        counts = dict((m.group(2), int(m.group(1))) for m in re.finditer(r" · (\d+) ([a-z ]+?)(?= ·|$)", line))
+        counts = {m.group(2): int(m.group(1)) for m in re.finditer(r" · (\d+) ([a-z ]+?)(?= ·|$)", line)}
         assert counts.get("error", counts.get("errors", 0)) == b["errors"], line
         assert counts.get("skipped", 0) == len(b["skipped"]) and counts.get("not covered", 0) == len(b["not_covered"])
         for outcome in ("malformed", "truncated", "schema_invalid"):

@@ -25,12 +25,12 @@ import hashlib
 import json
 import re
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TASK_DIR = ROOT / "corpus" / "adventure"
-CREATED = datetime(2026, 11, 30, 12, 0, 0, tzinfo=timezone.utc)
+CREATED = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 PRODUCER = "evalkit tools/make_adventure_pdfs.py"
 
 # A module is a list of pages; a page is a list of (style, text) blocks.

@@ -22,7 +22,7 @@ import hashlib
 import io
 import random
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
@@ -32,7 +32,7 @@ SOURCE_TASK = ROOT / "corpus" / "deal-memos"
 TASK_DIR = ROOT / "corpus" / "deal-memos-scanned"
 MEMBERS = ("clean-single-term", "multi-condition", "mixed-date-formats", "hostile-markup")
 HELD_OUT = "mixed-date-formats"  # every task keeps one member back from prompt tuning (README: held-out apart)
-CREATED = datetime(2026, 12, 1, 12, 0, 0, tzinfo=timezone.utc)
+CREATED = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
 DPI = 100
 PAGE = (850, 1100)  # Letter at DPI
 MARGIN = 50

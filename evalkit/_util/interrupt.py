@@ -30,10 +30,11 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from multiprocessing.context import SpawnContext, SpawnProcess
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 __all__ = ["Interrupted", "received", "handle_signals", "signals_blocked", "spawn_context", "worker_signals",
            "on_stop", "stop_processes", "watch_parent", "finishing"]

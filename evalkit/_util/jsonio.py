@@ -26,9 +26,10 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from evalkit import limits
 from evalkit.errors import CorpusError, DiskFull, LimitExceeded, NonFinite

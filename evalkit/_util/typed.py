@@ -13,8 +13,9 @@ the model does not know is refused (`check_version`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Mapping, TypeVar, Union
+from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError
 
@@ -23,7 +24,7 @@ from evalkit.errors import RecordError
 __all__ = ["Record", "RecordError", "Num", "Int", "Str", "Bool", "key_path", "check_version"]
 
 # Strict scalars: what was read is what is written (a lax int would turn True into 1, a float field 1 into 1.0).
-Num = Annotated[Union[StrictInt, StrictFloat], Field(union_mode="left_to_right")]
+Num = Annotated[StrictInt | StrictFloat, Field(union_mode="left_to_right")]
 Int = StrictInt
 Str = StrictStr
 Bool = StrictBool

@@ -174,9 +174,9 @@ class AnthropicBackend(LiveBackend):
             text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             return not_an_answer(origin, "a message", body, f"{type(e).__name__}: {e}")
-        common = dict(finish_reason=stop, truncated=stop == "max_tokens", input_tokens=input_tokens,
-                      output_tokens=output_tokens, cache_read_tokens=cache_read, cache_write_tokens=cache_write,
-                      model=data.get("model") or None, raw_body=body)
+        common = {"finish_reason": stop, "truncated": stop == "max_tokens", "input_tokens": input_tokens,
+                      "output_tokens": output_tokens, "cache_read_tokens": cache_read, "cache_write_tokens": cache_write,
+                      "model": data.get("model") or None, "raw_body": body}
         if isinstance(tool_input, dict) and stop != "max_tokens":
             return Attempt(content=json.dumps(tool_input, ensure_ascii=False), record=tool_input, **common)
         if tool_input is not None:  # cut off (or not an object): keep its text for the failure record

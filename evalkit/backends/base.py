@@ -9,8 +9,9 @@ factory makes its backend from a `BackendSpec` and the run's `BackendContext`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from evalkit.corpus.parts import Part
 

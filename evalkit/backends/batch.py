@@ -27,8 +27,9 @@ import asyncio
 import os
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from evalkit.backends.base import Completion, Request
 from evalkit.backends.cassette import RecordingBackend, cassette_key

@@ -92,9 +92,11 @@ import shutil
 import sys
 from array import array
 from collections import Counter
-from datetime import datetime, timezone
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import AbstractSet, Any, BinaryIO, Iterable, Iterator, Mapping, Sequence
+from typing import Any, BinaryIO
 
 from evalkit import __version__
 from evalkit._util.jsonio import canonical_sha, encode, nonfinite_path, write_text
@@ -139,7 +141,7 @@ def sample_key(key: str, sample: int) -> str:
 
 
 def rfc3339_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 # -- records ---------------------------------------------------------------------------------------------
@@ -386,7 +388,7 @@ class Cassette:
         self._by_member: dict[tuple[str, str], int] | None = None  # (member, call type) → its first record
 
     @classmethod
-    def load(cls, path: str | Path, *, missing_ok: bool = False, warn: bool = True) -> "Cassette":
+    def load(cls, path: str | Path, *, missing_ok: bool = False, warn: bool = True) -> Cassette:
         """Index the file: adopt its sidecar index if that matches the file, else one pass over it. Writes
         nothing (a dry run stays read-only); the backends save the index when they close."""
         cassette = cls(path)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from evalkit.backends.base import BackendContext, Completion, Request
 from evalkit.backends.providers import Provider

@@ -33,9 +33,10 @@ import importlib
 import json
 import sys
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import ModuleType
-from typing import Any, Callable, Final, Mapping
+from typing import Any, Final
 
 from evalkit.backends.base import Completion, ParseOutcome, Request
 from evalkit.backends.failures import Classification, Failure

@@ -42,7 +42,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from evalkit.backends.base import BackendContext, Request
 from evalkit.backends.live import (

@@ -23,10 +23,10 @@ the runs that name it); it cannot replace a built-in kind.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import EntryPoint, entry_points
-from typing import Callable, Mapping
 
 from evalkit.backends.base import Backend, BackendContext
 from evalkit.backends.spec import BackendSpec

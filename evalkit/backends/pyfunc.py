@@ -39,8 +39,9 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from evalkit import limits
 from evalkit._util.interrupt import at_stop
@@ -213,7 +214,7 @@ class Child:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-_live: "weakref.WeakSet[Child]" = weakref.WeakSet()
+_live: weakref.WeakSet[Child] = weakref.WeakSet()
 
 
 def close_children(children: list[Child], grace: float = CLOSE_GRACE_S) -> None:

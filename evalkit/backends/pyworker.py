@@ -29,8 +29,9 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, BinaryIO, Callable
+from typing import Any, BinaryIO
 
 from evalkit.backends.base import Completion
 from evalkit.errors import UsageError

@@ -47,7 +47,8 @@ import dataclasses
 import os
 import re
 import sys
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, TypeVar
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 SECRET_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "OPENAI_ADMIN_KEY")
 ANSWER_FIELDS = ("content", "record", "raw")  # the model's own output: only the first rule applies

@@ -26,9 +26,10 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from evalkit.backends.base import Backend, BackendContext, Request
 from evalkit.backends.cassette import (
@@ -276,7 +277,7 @@ def all_guards(resolved: Iterable[Resolved]) -> list[Guard]:
     return [g for r in resolved for g in r.guards]
 
 
-def check_guards(resolved: Iterable[Resolved], plan_: "Plan | None" = None) -> None:
+def check_guards(resolved: Iterable[Resolved], plan_: Plan | None = None) -> None:
     """Raise (before any call) if any guard fires; the error lists every guard, its class is the first's."""
     guards = all_guards(resolved) + (list(plan_.guards) if plan_ is not None else [])
     seen, unique = set(), []

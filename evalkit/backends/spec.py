@@ -30,10 +30,11 @@ import os
 import re
 import shlex
 import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from evalkit.backends.redact import remember
@@ -65,7 +66,7 @@ class BackendSpec:
         _remember_secrets(self.options)
 
     @classmethod
-    def parse(cls, text: str, label: str | None = None) -> "BackendSpec":
+    def parse(cls, text: str, label: str | None = None) -> BackendSpec:
         """``NAME=SPEC``, or a bare SPEC labelled by its kind, as typed on the command line. With `label`,
         `text` is a bare SPEC (``--judge SPEC``, or the SPEC a file stores beside its label).
 
@@ -94,11 +95,11 @@ class BackendSpec:
     def __reduce__(self) -> tuple[Any, ...]:  # a mappingproxy does not pickle; worker processes get specs
         return BackendSpec, (self.label, self.kind, dict(self.options))
 
-    def redacted(self) -> "BackendSpec":
+    def redacted(self) -> BackendSpec:
         """This spec with its secrets hidden (see module docstring): what any artefact may store."""
         return replace(self, options=_hidden(self.options, public=False))
 
-    def public(self) -> "BackendSpec":
+    def public(self) -> BackendSpec:
         """`redacted`, and no local paths or modules either: what a published scoreboard may show."""
         return replace(self, options=_hidden(self.options, public=True))
 

@@ -5,10 +5,11 @@ The band itself is computed by `evalkit.results.band` (pure over run folders); t
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from evalkit.backends import labels_slug
 from evalkit.board.sweep import sweep
@@ -46,7 +47,7 @@ def measure(opts: Any, *, specs: Sequence[Any] = (), from_runs: Sequence[Path] =
     if specs:
         if len(specs) < 2:
             raise UsageError("band: a band needs at least 2 sweeps")
-        failed, stamp = [], datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+        failed, stamp = [], datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         for i, spec in enumerate(specs, 1):
             folder = Path(runs_dir) / f"{stamp}-band-{i}-{labels_slug([spec.label])}"
             if on_sweep:

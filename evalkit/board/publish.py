@@ -34,9 +34,10 @@ from __future__ import annotations
 
 import html
 import re
-from datetime import datetime, timezone
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from evalkit._util.paths import member_ref
 from evalkit.backends.providers import declared
@@ -214,7 +215,7 @@ def publish(member_ref: str, corpus: str | Path, *, board: str | Path | None = N
         pub = public_entry(member, entry, src)
         _guard(pub, member, src)
         publics[label] = pub
-    stamp = datetime.now(timezone.utc).date().isoformat()
+    stamp = datetime.now(UTC).date().isoformat()
     with edit_board(board) as b:
         for label, pub in publics.items():
             b["tasks"].setdefault(member.task.id, {}).setdefault(member.id, {})[label] = pub | {"published": stamp}

@@ -34,10 +34,11 @@ It informs the reader; the band decides.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from evalkit.board.sweep import sweep
 from evalkit.corpus.tasks import HELDOUT, TUNED, group_of, heldout_keys
@@ -335,7 +336,7 @@ def check(opts: Any, *, run_dir: Any = None, board: Any = None, band_file: Any =
                       coverage=covered, allow_partial=allow_partial)
     out.justified = [c for c in cmp.regressions if c.justification]
     if not cmp.unjustified and not out.refused_partial and (out.justified or update_scoreboard):
-        stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        stamp = datetime.now(UTC).isoformat(timespec="seconds")
         record = {f"{c.task}/{c.backend}/{c.metric}": {
             "reason": c.justification, "standing": round(c.standing, 6), "new": round(c.new, 6),
             "band": round(c.band, 6), "p_value": None if c.p_value is None else round(c.p_value, 6), "date": stamp,

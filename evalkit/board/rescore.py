@@ -17,9 +17,10 @@ for the wrong reason.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from evalkit import __version__
 from evalkit.backends import BackendContext, BackendSpec

@@ -46,12 +46,13 @@ import os
 import shutil
 import time
 import traceback
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 from evalkit import __version__
 from evalkit._util.interrupt import Interrupted, finishing, signals_blocked
@@ -442,8 +443,8 @@ class SweepOutcome(Record):
     member: Str
     backend: Str
     status: Str
-    score: Optional[Num] = None
-    passed: Optional[Bool] = None
+    score: Num | None = None
+    passed: Bool | None = None
     metrics: dict[str, Any] = {}
     notes: list[Str] = []
     message: Str = ""
@@ -457,7 +458,7 @@ class SweepMember(Record):
     status: Str  # ran | current | failed
     message: Str = ""
     run_dir: Str = ""
-    keys: Optional[dict[str, Any]] = None  # the currency keys (`currency_keys`)
+    keys: dict[str, Any] | None = None  # the currency keys (`currency_keys`)
     exit_code: Int = 0
     outcomes: list[SweepOutcome] = []
 
@@ -466,19 +467,19 @@ class SweepFile(Record):
     """sweep.json: the sweep's parameters and every member it finished (`_write_sweep_json` writes it)."""
 
     schema_version: Int = SCHEMA_VERSION
-    evalkit_version: Optional[Str] = None
-    corpus: Optional[Str] = None
-    sources: Optional[Str] = None
+    evalkit_version: Str | None = None
+    corpus: Str | None = None
+    sources: Str | None = None
     backends: list[dict[str, Any]] = []
-    tasks: Optional[list[Str]] = None
-    threshold: Optional[Num] = None
-    limit: Optional[Int] = None
-    sample: Optional[Int] = None
-    seed: Optional[Int] = None
+    tasks: list[Str] | None = None
+    threshold: Num | None = None
+    limit: Int | None = None
+    sample: Int | None = None
+    seed: Int | None = None
     settings: dict[str, Any] = {}
-    samples: Optional[Int] = None  # only under --samples K > 1
-    notebooks: Optional[Bool] = None
-    fingerprints: Optional[dict[str, Any]] = None  # only once a file was fingerprinted (`Fingerprints`)
+    samples: Int | None = None  # only under --samples K > 1
+    notebooks: Bool | None = None
+    fingerprints: dict[str, Any] | None = None  # only once a file was fingerprinted (`Fingerprints`)
     members: dict[str, SweepMember] = {}
 
 

@@ -11,7 +11,8 @@ skipped members with the reason (it names the fix) and one line per task × back
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import click
 

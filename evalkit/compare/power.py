@@ -28,11 +28,12 @@ Pure functions; `plan` reads the inputs.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from statistics import NormalDist
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -54,7 +54,7 @@ class Settings(Strict):
         default = Settings().model_dump()
         return {k: v for k, v in self.model_dump().items() if v != default[k]}
 
-    def with_overrides(self, overrides: dict[str, Any] | None) -> "Settings":
+    def with_overrides(self, overrides: dict[str, Any] | None) -> Settings:
         return Settings.model_validate({**self.model_dump(), **check_overrides(overrides)}) if overrides else self
 
 
@@ -124,7 +124,7 @@ class Source(Strict):
     pointer: str | list[str] | None = None
 
     @model_validator(mode="after")
-    def _one_of(self) -> "Source":
+    def _one_of(self) -> Source:
         if (self.file is None) == (self.pointer is None):
             raise ValueError("give exactly one of `file` or `pointer`")
         for p in self.paths:
@@ -217,7 +217,7 @@ class Manifest(Strict):
     self_test: SelfTest | None = None  # why the truth cannot score itself 100% (`pipeline.self_test_note`)
 
     @model_validator(mode="after")
-    def _hashes(self) -> "Manifest":
+    def _hashes(self) -> Manifest:
         digests = [self.sha256] if isinstance(self.sha256, str) else list((self.sha256 or {}).values())
         for d in digests:
             if not SHA256.match(d):

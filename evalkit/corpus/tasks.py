@@ -93,10 +93,10 @@ class Task:
     def member_dirs(self) -> list[Path]:
         return sorted(p for p in self.dir.iterdir() if p.is_dir() and (p / "manifest.yaml").exists())
 
-    def members(self) -> list["Member"]:
+    def members(self) -> list[Member]:
         return [load_member(self, d) for d in self.member_dirs()]
 
-    def member(self, member_id: str, *, check_truth: bool = True) -> "Member":
+    def member(self, member_id: str, *, check_truth: bool = True) -> Member:
         d = self.dir / check_name(member_id, "a member id")
         if not (d / "manifest.yaml").is_file():
             known = ", ".join(p.name for p in self.member_dirs())

@@ -28,10 +28,11 @@ import os
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from evalkit._util.interrupt import on_stop, worker_signals
 from evalkit._util.jsonio import partial_path, write_text

@@ -189,6 +189,7 @@ class WarmEngine(NBClientEngine):
             except BaseException:  # a timeout, an interrupt: the kernel's state is unknown
                 _discard(kernel)
                 raise
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
 
 papermill_engines.register(ENGINE, WarmEngine)

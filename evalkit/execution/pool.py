@@ -35,9 +35,11 @@ import contextvars
 import sys
 import threading
 import time
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager as AsyncContextManager
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import AsyncContextManager, Callable, Protocol
+from typing import Protocol
 
 from evalkit.backends import Backend, Completion, Request
 from evalkit.status import SKIPPED_PREFIX

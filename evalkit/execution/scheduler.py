@@ -24,9 +24,10 @@ import re
 import sys
 import threading
 import uuid
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable, Iterator, Sequence
+from typing import Any
 
 from evalkit.errors import UsageError, WorkerDied
 from evalkit.execution.workers import _start
@@ -70,7 +71,7 @@ def parse(spec: str | Scheduler) -> Scheduler:
 
 
 @contextmanager
-def connect(spec: str | Scheduler) -> Iterator["Cluster"]:
+def connect(spec: str | Scheduler) -> Iterator[Cluster]:
     """An open `Cluster` for the block: a LocalCluster started and stopped with it, or an attached scheduler
     (left running). A scheduler that cannot be reached is a `UsageError` naming the address."""
     import dask  # lazy: dask is loaded only where it is used (import cost)
@@ -239,7 +240,7 @@ class Limits:
     """What a sweep member's pool takes from `shared_limits`: a lease per live call, the shared ledger."""
 
     lease: Callable[[], Any]  # an async context manager: held while a live call is in flight
-    ledger: "SharedLedger | None"
+    ledger: SharedLedger | None
 
 
 def shared_name() -> str:

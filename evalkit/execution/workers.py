@@ -27,9 +27,10 @@ instead, with the same results, order and `on_done` (see `evalkit.execution.sche
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from evalkit._util.interrupt import (
     POOL_GRACE_S,

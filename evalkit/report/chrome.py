@@ -14,7 +14,7 @@ import base64
 import hashlib
 import html
 from collections.abc import Iterable, Sequence
-from functools import lru_cache
+from functools import cache
 from urllib.parse import quote
 
 from evalkit._util.resources import TEMPLATES_DIR
@@ -33,7 +33,7 @@ def cut_note(shown: int, total: int, full: str) -> str:
     return f"first {shown:,} of {total:,} rows; the full table is in {full}"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _static(name: str) -> str:
     return (STATIC / name).read_text(encoding="utf-8")
 

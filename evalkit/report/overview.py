@@ -15,8 +15,9 @@ part of the page that depends on when and how the run was started.
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from evalkit.errors import CorpusError
 from evalkit.results import runfolder

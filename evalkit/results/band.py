@@ -43,8 +43,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any
 
 from evalkit._util.jsonio import canonical_sha, read_json, write_text
 from evalkit._util.typed import Bool, Int, Num, Record, RecordError, check_version
@@ -324,25 +325,25 @@ def compute_band(sweeps: Sequence[str | Path], *, tasks: Iterable[str] | None = 
 class BandMetric(Record):
     """One metric's band (the module docstring names each key)."""
 
-    band: Optional[Num] = None
-    spread: Optional[Num] = None
-    sweep_means: list[Optional[Num]] = []
-    mean: Optional[Num] = None
-    ci: Optional[list[Num]] = None
-    n: Optional[Int] = None
-    member_sd: Optional[Num] = None
-    gated: Optional[Bool] = None
+    band: Num | None = None
+    spread: Num | None = None
+    sweep_means: list[Num | None] = []
+    mean: Num | None = None
+    ci: list[Num] | None = None
+    n: Int | None = None
+    member_sd: Num | None = None
+    gated: Bool | None = None
 
 
 class BandGroup(Record):
     """The members a band was measured over (tuned, or held out) and each metric's band."""
 
-    members: Optional[Int] = None
+    members: Int | None = None
     metrics: dict[str, BandMetric] = {}
 
 
 class BandTask(BandGroup):
-    heldout: Optional[BandGroup] = None  # the held-out members' own block, when the task has any
+    heldout: BandGroup | None = None  # the held-out members' own block, when the task has any
 
     def group(self, group: str) -> BandGroup | None:
         return self if group == TUNED else self.heldout
@@ -352,7 +353,7 @@ class Band(Record):
     """band.json (module docstring)."""
 
     schema_version: Int = SCHEMA_VERSION
-    floor: Optional[Num] = None
+    floor: Num | None = None
     bootstrap: dict[str, Any] = {}
     sweeps: list[dict[str, Any]] = []
     tasks: dict[str, BandTask] = {}

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from evalkit._util import jsonio
 from evalkit._util.typed import Bool, Num, Record, Str
@@ -49,19 +49,19 @@ class HistoryLine(Record):
     """One line of the history (module docstring): a scored or errored member × backend of one run."""
 
     run_id: Str
-    time: Optional[Str] = None
-    task: Optional[Str] = None
-    member: Optional[Str] = None
-    backend: Optional[Str] = None
-    model: Optional[Str] = None
+    time: Str | None = None
+    task: Str | None = None
+    member: Str | None = None
+    backend: Str | None = None
+    model: Str | None = None
     status: Str = SCORED  # lines written before errors were recorded are all scored
-    score: Optional[Num] = None
-    passed: Optional[Bool] = None
+    score: Num | None = None
+    passed: Bool | None = None
     metrics: dict[str, Metric] = {}
-    cause: Optional[Str] = None  # of an error
-    message: Optional[Str] = None
+    cause: Str | None = None  # of an error
+    message: Str | None = None
     cost: dict[str, Any] = {}
-    command: Optional[Str] = None
+    command: Str | None = None
     heldout: Bool = False  # written (true) only for a held-out member
 
 
@@ -92,7 +92,7 @@ def history_lines(run_result: RunOutcomes | str | Path) -> list[HistoryLine]:
         failed = score.failure
         lines.append(HistoryLine.from_json({
             "run_id": s.run_id,
-            "time": s.started(rj) or datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "time": s.started(rj) or datetime.now(UTC).isoformat(timespec="seconds"),
             "task": s.task,
             "member": s.member,
             "backend": s.backend,

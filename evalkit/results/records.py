@@ -18,9 +18,10 @@ must write the object back unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Mapping, Self, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 from evalkit.errors import RecordError
 from evalkit.status import ERROR, SCORED, Failed, failure_of, row_of, status_of
@@ -443,7 +444,7 @@ class RunRecord(Record):
         mine = self.backend(label)
         return (mine.started if mine else None) or self.started
 
-    def merged(self, current: "RunRecord") -> "RunRecord":
+    def merged(self, current: RunRecord) -> RunRecord:
         """run.json after a run (`current`) into a folder this one describes: `current`'s parameters and
         versions, with every backend (a re-run label replaces its entry in place) and every member."""
         if not self.data:

@@ -37,11 +37,12 @@ import os
 import shlex
 import shutil
 import socket
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from evalkit._util.interrupt import on_stop
 from evalkit._util.jsonio import DISK_ERRNOS, canonical_sha, disk_full, line, read_json, write_json
@@ -145,7 +146,7 @@ class Home:
     sample: int = 0
 
     @classmethod
-    def of(cls, run_dir: str | Path, member: Member, label: str, sample: int = 0) -> "Home":
+    def of(cls, run_dir: str | Path, member: Member, label: str, sample: int = 0) -> Home:
         return cls(member, label, sample_dir(member_dir(run_dir, member.task.id, member.id, label), sample), sample)
 
 
@@ -439,7 +440,7 @@ def hold(folder: str | Path) -> Iterator[None]:
         with on_stop(lambda: note.unlink(missing_ok=True)):  # a stopped worker process leaves no note behind
             write_json(note, {"pid": os.getpid(), "host": socket.gethostname(),
                               "command": redacted_command(),  # redacted: the note outlives a killed run
-                              "since": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+                              "since": datetime.now(UTC).isoformat(timespec="seconds")})
             yield
     finally:
         note.unlink(missing_ok=True)
@@ -487,7 +488,7 @@ class Scored:
         return (read_sample_scores(self.home, self.record) if self.sampled
                 else [ScoreRecord.from_json({**self.record.to_json(), "sample": 0}, self.home / SCORE)])
 
-    def as_headline(self) -> "Scored":
+    def as_headline(self) -> Scored:
         """This result as its samples' headline under --samples K > 1 (`samples.headline`: the mean over the
         scored samples, the verdict pass^k, the metrics their means); itself without samples."""
         if not self.sampled:

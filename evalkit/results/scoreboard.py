@@ -34,9 +34,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Iterable, Iterator, Mapping, Optional, Protocol, Sequence, Union
+from typing import Annotated, Any, Protocol
 
 from pydantic import Field, StrictBool, StrictFloat, StrictInt
 
@@ -71,25 +72,25 @@ def board_path(corpus: str | Path | None = None) -> Path:
 
 
 # A board metric: a number, a boolean or null (`numeric_metrics`), kept as it was (True is never 1).
-Metric = Annotated[Union[StrictBool, StrictInt, StrictFloat, None], Field(union_mode="left_to_right")]
+Metric = Annotated[StrictBool | StrictInt | StrictFloat | None, Field(union_mode="left_to_right")]
 
 
 class RunBlock(Record):
     """Who ran an entry, when, with what, at what cost (`run_block`)."""
 
-    run_id: Optional[Str] = None
-    date: Optional[Str] = None
-    model: Optional[Str] = None
-    evalkit_version: Optional[Str] = None
+    run_id: Str | None = None
+    date: Str | None = None
+    model: Str | None = None
+    evalkit_version: Str | None = None
     backend: dict[str, Any] = {}
-    request_sha256: Optional[Str] = None
-    input_tokens: Optional[StrictInt] = None
-    output_tokens: Optional[StrictInt] = None
-    usd: Optional[Num] = None
-    latency_s: Optional[Num] = None
-    calls: Optional[StrictInt] = None
-    replayed: Optional[Bool] = None
-    parse: Optional[Str] = None
+    request_sha256: Str | None = None
+    input_tokens: StrictInt | None = None
+    output_tokens: StrictInt | None = None
+    usd: Num | None = None
+    latency_s: Num | None = None
+    calls: StrictInt | None = None
+    replayed: Bool | None = None
+    parse: Str | None = None
     truncated: Any = None
     error: Any = None
 
@@ -98,16 +99,16 @@ class BoardEntry(Record):
     """One task × member × backend's standing (`entry_for`; the module docstring shows its keys)."""
 
     run: RunBlock = RunBlock()
-    run_folder: Optional[Str] = None
-    archive: Optional[Str] = None
-    truth_sha256: Optional[Str] = None
+    run_folder: Str | None = None
+    archive: Str | None = None
+    truth_sha256: Str | None = None
     settings: dict[str, Any] = {}
     metrics: dict[str, Metric] = {}
-    passed: Optional[Bool] = None
-    samples: Optional[dict[str, Any]] = None  # only under --samples K > 1
-    justifications: Optional[dict[str, dict[str, Any]]] = None  # only when a regression was accepted
-    identity: Optional[dict[str, Any]] = None  # a BYOM board's entry (`evalkit.board.publish`): the member's identity
-    published: Optional[Str] = None  # … and the date it was published
+    passed: Bool | None = None
+    samples: dict[str, Any] | None = None  # only under --samples K > 1
+    justifications: dict[str, dict[str, Any]] | None = None  # only when a regression was accepted
+    identity: dict[str, Any] | None = None  # a BYOM board's entry (`evalkit.board.publish`): the member's identity
+    published: Str | None = None  # … and the date it was published
 
     @property
     def score(self) -> Any:

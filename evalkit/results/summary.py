@@ -35,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from evalkit._util.jsonio import read_json, write_json
 from evalkit._util.typed import Int, Num, Record, Str, check_version
@@ -63,8 +63,8 @@ SCHEMA_VERSION = 1
 class Figure(Record):
     """A mean, its bootstrap CI and how many values it is over (`figure`)."""
 
-    mean: Optional[Num] = None
-    ci: Optional[list[Num]] = None
+    mean: Num | None = None
+    ci: list[Num] | None = None
     n: Int = 0
 
 
@@ -72,17 +72,17 @@ class Skip(Record):
     """A member the integrity gate left out: its status (skipped / refused) and the reason, which names the fix."""
 
     member: Str
-    status: Optional[Str] = None
-    reason: Optional[Str] = None
+    status: Str | None = None
+    reason: Str | None = None
 
 
 class Calls(Record):
     """What a backend's calls took (`pool.call_figures`): never a count of outcomes."""
 
     calls: Int = 0
-    latency_p50: Optional[Num] = None
-    latency_p90: Optional[Num] = None
-    latency_p99: Optional[Num] = None
+    latency_p50: Num | None = None
+    latency_p90: Num | None = None
+    latency_p99: Num | None = None
     input_tokens: Int = 0
     output_tokens: Int = 0
     cache_read_tokens: Int = 0
@@ -111,7 +111,7 @@ class BackendEntry(Record):
     passed: Int
     failed: Int
     errors: Int
-    error_rate: Optional[Num] = None
+    error_rate: Num | None = None
     causes: dict[str, Int] = {}
     parse: dict[str, Int] = {}
     recovered: Int = 0
@@ -119,9 +119,9 @@ class BackendEntry(Record):
     not_covered: list[Str] = []
     score: Figure = Figure()
     metrics: dict[str, Figure] = {}
-    heldout: Optional[Heldout] = None
+    heldout: Heldout | None = None
     calls: Calls = Calls()
-    samples: Optional[dict[str, Any]] = None  # only under --samples K > 1 (`samples.backend_figures`)
+    samples: dict[str, Any] | None = None  # only under --samples K > 1 (`samples.backend_figures`)
 
     def headline(self, headline: str) -> tuple[str, Figure]:
         """The task's headline metric as this backend has it (``score`` when it has no such metric) and its figure."""
@@ -146,18 +146,18 @@ class TaskSummary(Record):
 
 
 class RunBackend(Record):
-    label: Optional[Str] = None
-    spec: Optional[Str] = None
-    model: Optional[Str] = None
-    cassette_sha256: Optional[Str] = None
+    label: Str | None = None
+    spec: Str | None = None
+    model: Str | None = None
+    cassette_sha256: Str | None = None
 
 
 class Summary(Record):
     """summary.json: per task and backend, counts, means with CIs, calls (module docstring)."""
 
-    corpus: Optional[Str] = None
-    reference: Optional[Str] = None
-    evalkit_version: Optional[Str] = None
+    corpus: Str | None = None
+    reference: Str | None = None
+    evalkit_version: Str | None = None
     backends: list[RunBackend] = []
     tasks: dict[str, TaskSummary] = {}
 

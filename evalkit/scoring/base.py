@@ -10,8 +10,9 @@ metric it returns (`Metric`: name, definition, the function behind it).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import BaseModel
 

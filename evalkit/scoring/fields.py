@@ -67,17 +67,17 @@ class FieldSpec(Strict):
     tolerance: float | None = Field(None, ge=0)
     identifier: bool = False  # a value the source text does not state is HALLUCINATED (normalize.unstated)
     # kind `terms` only: each term's fields, and the fields that pair extracted terms with truth terms
-    fields: dict[str, "FieldSpec"] | None = None
+    fields: dict[str, FieldSpec] | None = None
     align_by: list[str] = Field(default_factory=list)
     tie_by: list[str] = Field(default_factory=list)
     # kind `table` only: each column's kind (and tolerance); rows are aligned by assignment (scoring/tables.py)
-    columns: dict[str, "FieldSpec"] | None = None
+    columns: dict[str, FieldSpec] | None = None
     # ask the record for a quote bearing this field's value (scoring/evidence.py); None: the task's `evidence`
     evidence: bool | None = None
     derive: Literal["sum"] | None = None  # kind number: evidence may state the addends instead of the value
 
     @model_validator(mode="after")
-    def _table_legal(self) -> "FieldSpec":
+    def _table_legal(self) -> FieldSpec:
         if self.kind != "table":
             if self.columns is not None:
                 raise ValueError(f"columns are only allowed for kind table, not {self.kind}")
@@ -95,7 +95,7 @@ class FieldSpec(Strict):
         return self
 
     @model_validator(mode="after")
-    def _evidence_legal(self) -> "FieldSpec":
+    def _evidence_legal(self) -> FieldSpec:
         if self.evidence and self.kind not in KINDS:
             raise ValueError(f"evidence: true is only allowed for kind {', '.join(KINDS)}, not {self.kind}")
         if self.derive is not None and self.kind != "number":
@@ -103,7 +103,7 @@ class FieldSpec(Strict):
         return self
 
     @model_validator(mode="after")
-    def _terms_legal(self) -> "FieldSpec":
+    def _terms_legal(self) -> FieldSpec:
         if self.kind != "terms":
             if self.fields is not None or self.align_by or self.tie_by:
                 raise ValueError(f"fields, align_by and tie_by are only allowed for kind terms, not {self.kind}")
@@ -118,7 +118,7 @@ class FieldSpec(Strict):
         return self
 
     @model_validator(mode="after")
-    def _legal(self) -> "FieldSpec":
+    def _legal(self) -> FieldSpec:
         if self.identifier and self.kind not in ("id", "text", "exact_text"):
             raise ValueError(f"identifier: true is only allowed for kind id, text or exact_text, not {self.kind}")
         if self.tolerance is not None and self.kind not in ("number", "conditions"):
@@ -137,7 +137,7 @@ class FieldsOptions(Strict):
         return spec.evidence if spec.evidence is not None else (self.evidence and spec.kind in KINDS)
 
     @model_validator(mode="after")
-    def _gate_names_known(self) -> "FieldsOptions":
+    def _gate_names_known(self) -> FieldsOptions:
         named = [*self.gate.required, *(f for rule in self.gate.sum_equals for f in rule.fields)]
         unknown = sorted({f for f in named if f not in self.fields})
         if unknown:

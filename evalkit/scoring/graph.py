@@ -145,7 +145,7 @@ class GraphTruth(_Strict):
         return None if v is None else _nonblank(v)
 
     @model_validator(mode="after")
-    def _relations_name_entities(self) -> "GraphTruth":
+    def _relations_name_entities(self) -> GraphTruth:
         names = {e.name for e in self.entities}
         for i, r in enumerate(self.relations):
             for end in ("head", "tail"):

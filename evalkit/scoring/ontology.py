@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from evalkit._util.yamlio import load_yaml
 from evalkit.errors import CorpusError, UsageError
@@ -56,7 +57,7 @@ class Ontology:
                 "entity_types": list(self.entity_types), "relation_types": list(self.relation_types)}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any] | None) -> "Ontology | None":
+    def from_json(cls, data: dict[str, Any] | None) -> Ontology | None:
         if not data:
             return None
         return cls(mode=data["mode"], entity_types=tuple(data.get("entity_types") or ()),

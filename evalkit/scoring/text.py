@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # inflect is imported on first use (start-up cost)
     import inflect
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCT = str.maketrans({c: " " for c in string.punctuation + "“”‘’–—"})
+_PUNCT = str.maketrans(dict.fromkeys(string.punctuation + "“”‘’–—", " "))
 
 
 def normalize(text: object) -> str:

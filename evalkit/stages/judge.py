@@ -33,9 +33,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from evalkit._util.jsonio import canonical_sha
 from evalkit.backends import BackendSpec, provider, providers

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from evalkit.backends.base import Request
 
@@ -97,7 +98,7 @@ def first_order(member_key: str, a: str, b: str) -> tuple[str, str]:
     """(slot A, slot B) of the first presentation: from a hash of the member key and the two names
     (in sorted order, so it does not depend on which is given first)."""
     x, y = sorted((a, b))
-    digest = hashlib.sha256(f"{member_key}\x00{x}\x00{y}".encode("utf-8")).digest()
+    digest = hashlib.sha256(f"{member_key}\x00{x}\x00{y}".encode()).digest()
     return (x, y) if digest[0] % 2 == 0 else (y, x)
 
 

@@ -49,13 +49,14 @@ from __future__ import annotations
 import os
 import platform
 import sys
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from evalkit import __version__
 from evalkit._util.interrupt import Interrupted
@@ -216,7 +217,7 @@ class RunResult:
     reused: int = 0  # extractions a resumed run took from the unfinished run before it
     summary: dict[str, Any] | None = None  # summary.json (`evalkit.results.summary`), once the run has scores
     reference: str | None = None  # --reference: the label whose records were the truth (figures are similarities)
-    recorded: "Recorded | None" = None  # what `record` wrote (history, scoreboard) after the run
+    recorded: Recorded | None = None  # what `record` wrote (history, scoreboard) after the run
     strict: bool = False  # --dry-run --strict: a guard that would abort a real run is the exit code
     sample_errors: int = 0  # --samples K > 1: samples that errored (their members are scored from the others)
 
@@ -238,7 +239,7 @@ class RunResult:
 
 
 def default_run_id(labels: list[str]) -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     return f"{stamp}-{labels_slug(labels)}"
 
 
@@ -571,7 +572,7 @@ def _extract(plan: Plan, opts: RunOptions, progress: Progress, held: ExitStack, 
     if not opts.in_sweep:  # a sweep holds its members' folders
         held.enter_context(hold(run_dir))
         resuming = runfolder.is_unfinished(run_dir)
-        runfolder.mark_unfinished(run_dir, datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        runfolder.mark_unfinished(run_dir, datetime.now(UTC).isoformat(timespec="seconds"))
     done.run_dir = run_dir
     ctx = backend_context([m for m, _ in plan.cleared], opts.sources, plan.documents)
     backends = open_backends(plan.resolved, ctx, plan.prices, check=False)
@@ -683,7 +684,7 @@ def _judge(plan: Plan, extracted: Extracted, opts: RunOptions, progress: Progres
 def _write_run_json(plan: Plan, extracted: Extracted, judged: Judged | None, opts: RunOptions) -> None:
     """run.json: the parameters, versions and command; each backend (and its cassette's sha256); the members run
     and those left out (gated, not covered), the ontology, the judge, --reference."""
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started = datetime.now(UTC).isoformat(timespec="seconds")
     cleared, outcomes, uncovered = plan.cleared, plan.gated + extracted.not_covered, plan.uncovered
     runfolder.write_run_json(plan.run_dir, {
         "evalkit_version": __version__,
@@ -704,7 +705,7 @@ def _write_run_json(plan: Plan, extracted: Extracted, judged: Judged | None, opt
         "command": command_line(),
         "skipped": [{"member": f"{o.task}/{o.member}", "status": o.status,
                      "reason": o.message.removeprefix(f"{o.task}/{o.member}: ").removeprefix(f"{o.status}: ")}
-                    for o in dict((f"{o.task}/{o.member}", o) for o in outcomes).values()],
+                    for o in {f"{o.task}/{o.member}": o for o in outcomes}.values()],
         **({"heldout": [m.key for m, _ in cleared if m.manifest.heldout]}
            if any(m.manifest.heldout for m, _ in cleared) else {}),
         **({"not_covered": sorted(f"{key} [{label}]" + (f" sample {i}" if i else "") for label, key, i in uncovered)}

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .httpserver import FakeServer, HTTPRequest, HTTPResponse, body_mode
 from .parts import BadPart, Decoded, anthropic_content

@@ -16,8 +16,9 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 429: "Too Many Requests",
            500: "Internal Server Error", 503: "Service Unavailable", 529: "Overloaded"}
@@ -120,7 +121,7 @@ class FakeServer:
         with self.lock:
             return self.script.pop(0) if self.script else dict(self.fault or {})
 
-    def start(self) -> "FakeServer":
+    def start(self) -> FakeServer:
         self._thread = threading.Thread(target=self._run, name="fake-provider", daemon=True)
         self._thread.start()
         if not self._ready.wait(10):
@@ -139,7 +140,7 @@ class FakeServer:
         if self._thread:
             self._thread.join(5)
 
-    def __enter__(self) -> "FakeServer":
+    def __enter__(self) -> FakeServer:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

@@ -35,13 +35,14 @@ import asyncio
 import hashlib
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from servers.httpserver import FakeServer, HTTPRequest, HTTPResponse, body_mode  # type: ignore
-    from servers.parts import BadPart, Decoded, openai_content  # type: ignore
+    from servers.httpserver import FakeServer, HTTPRequest, HTTPResponse, body_mode  # type: ignore[import-not-found]
+    from servers.parts import BadPart, Decoded, openai_content  # type: ignore[import-not-found]
 else:
     from .httpserver import FakeServer, HTTPRequest, HTTPResponse, body_mode
     from .parts import BadPart, Decoded, openai_content
@@ -65,7 +66,7 @@ def _multipart_file(req: HTTPRequest) -> bytes:
 class _BatchAPIMixin:
     """The Batch API over this fake's own chat completions: files in and out, batches that end after polls."""
 
-    async def _batch_api(self: "OpenAIFake", req: HTTPRequest) -> HTTPResponse:
+    async def _batch_api(self: OpenAIFake, req: HTTPRequest) -> HTTPResponse:
         path = req.path.split("?")[0]
         if req.method == "POST" and path.endswith("/v1/files"):
             with self.lock:
@@ -89,11 +90,11 @@ class _BatchAPIMixin:
             return HTTPResponse(200, self._batch_object(batch_id))
         return HTTPResponse(404, {"error": {"message": f"no route {req.method} {path}"}})
 
-    def _file(self: "OpenAIFake", file_id: str) -> dict[str, Any]:
+    def _file(self: OpenAIFake, file_id: str) -> dict[str, Any]:
         return {"id": file_id, "object": "file", "bytes": len(self.files[file_id]), "created_at": 1700000000,
                 "filename": "batch.jsonl", "purpose": "batch", "status": "processed"}
 
-    async def _finish_batch(self: "OpenAIFake", batch: dict[str, Any]) -> None:
+    async def _finish_batch(self: OpenAIFake, batch: dict[str, Any]) -> None:
         """Answer every line as a call would (an error line for a user prompt saying BATCH-ERROR)."""
         out, errors = [], []
         for line in self.files[batch["input"]].decode().splitlines():
@@ -115,7 +116,7 @@ class _BatchAPIMixin:
             batch.setdefault("errors", None)
             batch["output"] = batch["output"] or ""
 
-    def _batch_object(self: "OpenAIFake", batch_id: str) -> dict[str, Any]:
+    def _batch_object(self: OpenAIFake, batch_id: str) -> dict[str, Any]:
         batch = self.batches[batch_id]
         ended = batch["output"] is not None
         n = len(self.files[batch["input"]].splitlines())

@@ -133,7 +133,7 @@ def edge_graph_chart(edges: Iterable[Mapping[str, Any]], families: Iterable[str]
     domain = _outcome_domain(e.get("outcome") for e in edges)
     color = alt.Color("outcome:N", scale=_outcome_scale(domain), title="outcome")
     dash = alt.StrokeDash("dashed:N", scale=alt.Scale(domain=["no", "yes"], range=[[1, 0], [4, 3]]), legend=None)
-    axis = dict(axis=None, scale=alt.Scale(domain=[-1.45, 1.45]))
+    axis = {"axis": None, "scale": alt.Scale(domain=[-1.45, 1.45])}
     rows = []
     for site in dict.fromkeys(str(e.get("site")) for e in edges):
         site_edges = [e for e in edges if str(e.get("site")) == site]
