@@ -138,12 +138,12 @@ def test_the_cli_computes_the_diff_once_and_the_notebook_shows_that_one(runs, tm
     assert res.exit_code == 0, res.output
     given = runfolder.read_diff(b)
     monkeypatch.chdir(b)  # where the notebook runs: A and B named as it names them
-    assert given == json.loads(json.dumps(diff_runs("../a", ".")))
+    assert given.to_json() == json.loads(json.dumps(diff_runs("../a", ".")))
     executed = json.loads((b / runfolder.DIFF).read_text())
     assert any('diff_json = "diff.json"' in "".join(c["source"]) for c in executed["cells"])
     assert (b / runfolder.page(runfolder.DIFF)).read_text() == standalone
     # the kernel shows the file it is given: a planted statement in diff.json reaches the page
-    pair = given["tasks"]["deal-memos"]["pairs"][0]
+    pair = given.tasks["deal-memos"]["pairs"][0]
     pair["statement"] = "planted statement from diff.json"
     runfolder.write_diff(b, given)
     from evalkit.execution.execute import NOTEBOOKS_DIR, NotebookJob, execute

@@ -51,7 +51,7 @@ from evalkit.execution.execute import NOTEBOOKS_DIR, NotebookJob, execute
 from evalkit.report.frames import item_shape
 from evalkit.report.views import figure
 from evalkit.results import runfolder
-from evalkit.results.records import JudgmentsRecord, RunBlock, RunRecord, ScoreRecord
+from evalkit.results.records import JudgmentsRecord, PairwiseRecord, RunBlock, RunRecord, ScoreRecord
 from evalkit.results.summary import BackendEntry, Summary, TaskSummary, completion_of, read_summary, summarize
 from evalkit.scoring.delta import compare_sides
 from evalkit.scoring.ontology import aggregate_compliance
@@ -78,7 +78,7 @@ class Comparison:
     members: pd.DataFrame  # one row per member × backend: member, backend, metrics (flattened), parse, error
     calls: dict[str, list[Any]]  # backend -> Completions (run blocks of extraction.json)
     run: RunRecord = field(default_factory=RunRecord)
-    pairwise: dict[str, Any] | None = None
+    pairwise: PairwiseRecord | None = None
     judgments: dict[tuple[str, str], JudgmentsRecord] = field(default_factory=dict)
     judge_mode: str | None = None
     scores: dict[str, dict[str, ScoreRecord]] = field(default_factory=dict)  # backend → member → score.json
@@ -120,13 +120,11 @@ def load(run_dir: str | Path, task: str, backends: list[str] | None = None, judg
                      "truncated": run_block.truncated, **{f"metric.{k}": v for k, v in sorted(s.score().metrics.items())}})
     members = pd.DataFrame(rows, columns=None if rows else ["member", "backend", "scored", "parse", "error"])
     pw = runfolder.read_pairwise(run_dir, task)
-    if isinstance(pw, dict) and chosen:
-        keep = set(chosen)
-        pw = {**pw, "pairs": [r for r in pw.get("pairs") or [] if r["a"] in keep and r["b"] in keep],
-              "items": [i for i in pw.get("items") or [] if i["a"] in keep and i["b"] in keep]}
+    if pw is not None and chosen:
+        pw = pw.among(chosen)
     mode = judge_mode or run.judge.get("mode")
     return Comparison(run_dir=run_dir, task=task, backends=chosen, members=members, calls=calls, run=run,
-                      pairwise=pw if isinstance(pw, dict) else None, judgments=judgments, judge_mode=mode,
+                      pairwise=pw, judgments=judgments, judge_mode=mode,
                       scores=scores)
 
 
@@ -226,7 +224,7 @@ def pairwise_table(c: Comparison) -> pd.DataFrame:
     if not c.pairwise:
         return pd.DataFrame()
     rows = []
-    for r in c.pairwise.get("pairs") or []:
+    for r in c.pairwise.pairs:
         rows.append({"backend": r["a"], "against": r["b"], "axis": r["axis"], "wins": r["wins"],
                      "losses": r["losses"], "ties": r["ties"], "win rate": _fig(r["win_rate"]),
                      "order inconsistency": _fig(r["order_inconsistency_rate"]),
@@ -241,7 +239,7 @@ def win_rate_matrix(c: Comparison) -> pd.DataFrame:
     rows = []
     if not c.pairwise:
         return pd.DataFrame(rows)
-    for r in c.pairwise.get("pairs") or []:
+    for r in c.pairwise.pairs:
         wr, rate = r["win_rate"], r["order_inconsistency_rate"]
         flagged = rate is not None and rate > INCONSISTENCY_MARK
         for row, col, value, won, lost in ((r["a"], r["b"], wr, r["wins"], r["losses"]),
@@ -273,7 +271,7 @@ def disagreements(c: Comparison) -> pd.DataFrame:
             v = row.get(f"metric.{name}")
             strict[(row["member"], row["backend"], axis)] = None if v is None or pd.isna(v) else float(v)
     rows = []
-    for i in c.pairwise.get("items") or []:
+    for i in c.pairwise.items:
         if i.get("status") != "judged":
             continue
         fa, fb = strict.get((i["member"], i["a"], i["axis"])), strict.get((i["member"], i["b"], i["axis"]))

@@ -1,5 +1,6 @@
-"""Typed records of the run folder's per-run and per-member files: run.json, extraction.json, score.json,
-judgments.json (`evalkit.results.runfolder` owns their names and is their one reader and writer).
+"""Typed records of every file evalkit writes into a run folder: run.json, extraction.json, score.json,
+judgments.json, a task's pairwise.json, judge.json, diff.json, ``.evalkit.batches.json`` and the lock note
+``.evalkit.lock.json`` (`evalkit.results.runfolder` owns their names and is their one reader and writer).
 
 Each record is a frozen, typed view of the file's JSON object: `from_json` checks every key it knows
 (a wrong type is a `RecordError` naming the file and the key) and keeps the keys it does not know, so
@@ -27,7 +28,8 @@ from evalkit.errors import RecordError
 from evalkit.status import ERROR, SCORED, Failed, failure_of, row_of, status_of
 
 __all__ = ["SCHEMA_VERSION", "RecordError", "Record", "BackendRef", "RunBlock", "RunRecord", "ExtractionRecord",
-           "ScoreRecord", "JudgmentsRecord"]
+           "ScoreRecord", "JudgmentsRecord", "PairwiseRecord", "JudgeRecord", "DiffRecord", "BatchesRecord",
+           "LockNote"]
 
 SCHEMA_VERSION = 1  # the version this evalkit writes; version 1 is implied by a file without "schema_version"
 
@@ -482,3 +484,137 @@ class BackendEntry(_View):
     def cassette_sha256(self) -> str | None:
         """A replayed cassette's sha256: which recording the figures are."""
         return self.data.get("cassette_sha256")
+
+
+class PairwiseRecord(Record):
+    """A task's pairwise.json (--judge-mode pairwise|both, `evalkit.stages.judge`): the judge, the backends, the
+    per-pair aggregate (`pairs`) and every judged item with both slot orders (`items`)."""
+
+    SCHEMA = {**_VERSIONED, "task": _OPT_STR, "judge": (dict, type(None)), "backends": (list, type(None)),
+              "axes": (list, type(None)), "pairs": (list, type(None)), "items": (list, type(None))}
+
+    @property
+    def task(self) -> str | None:
+        return self.data.get("task")
+
+    @property
+    def judge(self) -> dict[str, Any]:
+        return self._get("judge", {})
+
+    @property
+    def backends(self) -> list[str]:
+        return self._get("backends", [])
+
+    @property
+    def axes(self) -> list[str]:
+        return self._get("axes", [])
+
+    @property
+    def pairs(self) -> list[dict[str, Any]]:
+        """Per pair of backends and axis: wins, ties, win rate, order inconsistency (`pairwise.aggregate`)."""
+        return self._get("pairs", [])
+
+    @property
+    def items(self) -> list[dict[str, Any]]:
+        """Per member and pair: its status, both slot orders' verdicts and the outcome."""
+        return self._get("items", [])
+
+    def among(self, labels: Iterable[str]) -> PairwiseRecord:
+        """Only the pairs and items both of whose backends are among `labels` (a comparison of some backends)."""
+        keep = set(labels)
+        return PairwiseRecord({**self.data, "pairs": [r for r in self.pairs if r["a"] in keep and r["b"] in keep],
+                               "items": [i for i in self.items if i["a"] in keep and i["b"] in keep]})
+
+
+class JudgeRecord(Record):
+    """judge.json (--judge): the judge phase's figures: its spec and model, mode, requests, calls, cost."""
+
+    SCHEMA = {**_VERSIONED, "judge": (dict, type(None)), "mode": _OPT_STR, "cache": _OPT_STR,
+              "requests": (int, type(None)), "calls": (int, type(None)), "replayed": (int, type(None)),
+              "errors": (int, type(None)), "usd": (*_NUM, type(None)), "calls_summary": (dict, type(None))}
+
+    @property
+    def judge(self) -> dict[str, Any]:
+        return self._get("judge", {})
+
+    @property
+    def mode(self) -> str | None:
+        return self.data.get("mode")
+
+    @property
+    def requests(self) -> int | None:
+        return self.data.get("requests")
+
+    @property
+    def calls(self) -> int | None:
+        return self.data.get("calls")
+
+    @property
+    def errors(self) -> int | None:
+        return self.data.get("errors")
+
+    @property
+    def usd(self) -> float | None:
+        return self.data.get("usd")
+
+
+class DiffRecord(Record):
+    """diff.json (`evalkit diff`, `evalkit.compare.diff.diff_runs`): runs A and B, their configuration
+    differences and per task the compared pairs (or why none)."""
+
+    SCHEMA = {**_VERSIONED, "a": _OPT_STR, "b": _OPT_STR, "config": (list, type(None)), "tasks": (dict, type(None))}
+
+    @property
+    def a(self) -> str | None:
+        return self.data.get("a")
+
+    @property
+    def b(self) -> str | None:
+        return self.data.get("b")
+
+    @property
+    def config(self) -> list[Any]:
+        return self._get("config", [])
+
+    @property
+    def tasks(self) -> dict[str, dict[str, Any]]:
+        return self._get("tasks", {})
+
+
+class BatchesRecord(Record):
+    """``.evalkit.batches.json`` (--batch): per backend label, the provider batches submitted into the folder."""
+
+    SCHEMA = _VERSIONED  # (its other keys are labels: each a list, checked in from_json)
+
+    @classmethod
+    def from_json(cls, data: Any, where: str | Path | None = None) -> Self:
+        record = super().from_json(data, where)
+        _check(record.by_label, dict.fromkeys(record.by_label, (list,)), str(where or cls.__name__))
+        return record
+
+    @property
+    def by_label(self) -> dict[str, list[dict[str, Any]]]:
+        """A new dict, label → its batches (`evalkit.backends.batch.prefill` adds to it and saves it)."""
+        return {k: v for k, v in self.data.items() if k != "schema_version"}
+
+
+class LockNote(Record):
+    """``.evalkit.lock.json``: who holds the run folder (`evalkit.results.runfolder.hold`), for a refusal."""
+
+    SCHEMA = {**_VERSIONED, "pid": (int,), "host": (str,), "command": (str,), "since": (str,)}
+
+    @property
+    def pid(self) -> int | None:
+        return self.data.get("pid")
+
+    @property
+    def host(self) -> str | None:
+        return self.data.get("host")
+
+    @property
+    def command(self) -> str | None:
+        return self.data.get("command")
+
+    @property
+    def since(self) -> str | None:
+        return self.data.get("since")

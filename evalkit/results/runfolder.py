@@ -42,7 +42,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from evalkit._util.interrupt import on_stop
 from evalkit._util.jsonio import DISK_ERRNOS, canonical_sha, disk_full, line, read_json, write_json
@@ -50,7 +50,18 @@ from evalkit._util.paths import check_name
 from evalkit.backends import folder_label, label_folder
 from evalkit.backends.spec import redacted_command
 from evalkit.errors import CorpusError, RunLocked
-from evalkit.results.records import ExtractionRecord, JudgmentsRecord, RunRecord, ScoreRecord
+from evalkit.results.records import (
+    BatchesRecord,
+    DiffRecord,
+    ExtractionRecord,
+    JudgeRecord,
+    JudgmentsRecord,
+    LockNote,
+    PairwiseRecord,
+    Record,
+    RunRecord,
+    ScoreRecord,
+)
 from evalkit.results.samples import headline
 from evalkit.status import NOTEBOOK_FAILED, SCORED, Failed, failure_of, status_of
 
@@ -266,40 +277,50 @@ def clear_judgments(home: str | Path) -> None:
 # --------------------------------------------------------------------------- task and run files
 
 
-def read_pairwise(run_dir: str | Path, task: str) -> dict[str, Any] | None:
-    """pairwise.json of a task (None if absent or unreadable)."""
+_R = TypeVar("_R", bound=Record)
+
+
+def _record(cls: type[_R], data: _R | Mapping[str, Any], path: Path) -> _R:
+    """`data` as the record `cls` (checked, naming `path`, when given as the file's mapping)."""
+    return cls.from_json(dict(data), path) if isinstance(data, Mapping) else data
+
+
+def read_pairwise(run_dir: str | Path, task: str) -> PairwiseRecord | None:
+    """pairwise.json of a task (None if absent, unreadable or not one)."""
+    path = task_dir(run_dir, task) / PAIRWISE
     try:
-        data = read_json(task_dir(run_dir, task) / PAIRWISE)
-    except CorpusError:
+        return PairwiseRecord.from_json(read_json(path), path)
+    except CorpusError:  # (a RecordError too, as for judgments.json: verdicts that are not pairwise.json are none)
         return None
-    return data if isinstance(data, dict) else None
 
 
-def write_pairwise(run_dir: str | Path, task: str, pairwise: Mapping[str, Any]) -> None:
-    write_json(task_dir(run_dir, task) / PAIRWISE, pairwise)
+def write_pairwise(run_dir: str | Path, task: str, pairwise: PairwiseRecord | Mapping[str, Any]) -> None:
+    path = task_dir(run_dir, task) / PAIRWISE
+    write_json(path, _record(PairwiseRecord, pairwise, path).to_json())
 
 
 def clear_pairwise(run_dir: str | Path, task: str) -> None:
     (task_dir(run_dir, task) / PAIRWISE).unlink(missing_ok=True)
 
 
-def read_diff(path: str | Path) -> dict[str, Any]:
+def read_diff(path: str | Path) -> DiffRecord:
     """A diff.json (`write_diff`): a run folder's (RUN_B of `evalkit diff`), or the file itself."""
     path = Path(path)
-    # Plain JSON here: its shape is `evalkit.compare.diff`'s, a layer above this one.
-    diff: dict[str, Any] = read_json(path / DIFF_JSON if path.is_dir() else path)
-    return diff
+    path = path / DIFF_JSON if path.is_dir() else path
+    return DiffRecord.from_json(read_json(path), path)
 
 
-def write_diff(run_dir: str | Path, diff: Mapping[str, Any]) -> Path:
+def write_diff(run_dir: str | Path, diff: DiffRecord | Mapping[str, Any]) -> Path:
     """`evalkit diff`'s `diff_runs` into RUN_B, for its diff.ipynb to show; returns the file."""
     path = Path(run_dir) / DIFF_JSON
-    write_json(path, diff)
+    write_json(path, _record(DiffRecord, diff, path).to_json())
     return path
 
 
-def write_judge_json(run_dir: str | Path, summary: Mapping[str, Any]) -> None:
-    write_json(Path(run_dir) / JUDGE_JSON, summary)
+def write_judge_json(run_dir: str | Path, summary: JudgeRecord | Mapping[str, Any]) -> None:
+    """judge.json: the judge phase's figures (no evalkit module reads it back: it is for people and tools)."""
+    path = Path(run_dir) / JUDGE_JSON
+    write_json(path, _record(JudgeRecord, summary, path).to_json())
 
 
 def read_run_json(run_dir: str | Path) -> RunRecord:
@@ -395,15 +416,16 @@ def mark_finished(run_dir: str | Path) -> None:
     (Path(run_dir) / UNFINISHED).unlink()
 
 
-def read_batches(run_dir: str | Path) -> dict[str, Any]:
-    """The provider batches submitted into this folder, by backend label ({} when none)."""
+def read_batches(run_dir: str | Path) -> BatchesRecord:
+    """The provider batches submitted into this folder, by backend label (an empty record when none)."""
     path = Path(run_dir) / BATCHES
-    return read_json(path) if path.is_file() else {}
+    return BatchesRecord.from_json(read_json(path), path) if path.is_file() else BatchesRecord()
 
 
-def write_batches(run_dir: str | Path, batches: Mapping[str, Any]) -> None:
+def write_batches(run_dir: str | Path, batches: BatchesRecord | Mapping[str, Any]) -> None:
     """Written (atomically) the moment a batch is submitted: a run killed afterwards resumes it, never resubmits."""
-    write_json(Path(run_dir) / BATCHES, batches)
+    path = Path(run_dir) / BATCHES
+    write_json(path, _record(BatchesRecord, batches, path).to_json())
 
 
 def clear_batches(run_dir: str | Path) -> None:
@@ -429,8 +451,10 @@ def hold(folder: str | Path) -> Iterator[None]:
         lock.acquire()
     except Timeout:
         try:
-            h = read_json(folder / LOCK_HOLDER)
-            holder = f"pid {h['pid']} on {h['host']} since {h['since']}: {redacted_command(shlex.split(h['command'])[1:])}"
+            h = LockNote.from_json(read_json(folder / LOCK_HOLDER), folder / LOCK_HOLDER)
+            if h.pid is None or h.host is None or h.since is None or h.command is None:
+                raise ValueError("a partial note")
+            holder = f"pid {h.pid} on {h.host} since {h.since}: {redacted_command(shlex.split(h.command)[1:])}"
         except Exception:  # noqa: BLE001 - it is taking the lock right now, or left no note
             holder = "another evalkit process"
         raise RunLocked(f"{folder} is being written by a live run ({holder}); wait for it to finish, "
@@ -438,9 +462,9 @@ def hold(folder: str | Path) -> Iterator[None]:
     note = folder / LOCK_HOLDER
     try:
         with on_stop(lambda: note.unlink(missing_ok=True)):  # a stopped worker process leaves no note behind
-            write_json(note, {"pid": os.getpid(), "host": socket.gethostname(),
-                              "command": redacted_command(),  # redacted: the note outlives a killed run
-                              "since": datetime.now(UTC).isoformat(timespec="seconds")})
+            write_json(note, LockNote({"pid": os.getpid(), "host": socket.gethostname(),
+                                       "command": redacted_command(),  # redacted: the note outlives a killed run
+                                       "since": datetime.now(UTC).isoformat(timespec="seconds")}).to_json())
             yield
     finally:
         note.unlink(missing_ok=True)

@@ -644,7 +644,7 @@ def _batched(jobs: list[Any], home_of: dict[int, Home], run_dir: Path,
     from evalkit.backends.batch import prefill  # start-up cost (~80 ms): only --batch sends batches
     from evalkit.execution.pool import run_async  # beside prefill: only --batch
 
-    wrapped = run_async(prefill([(j.backend, j.request) for j in jobs], runfolder.read_batches(run_dir),
+    wrapped = run_async(prefill([(j.backend, j.request) for j in jobs], runfolder.read_batches(run_dir).by_label,
                                 lambda state: runfolder.write_batches(run_dir, state), max_usd))
     batched = [Job(wrapped.get(id(j.backend), j.backend), j.request) for j in jobs]
     return batched, {id(new): home_of[id(old)] for old, new in zip(jobs, batched)}
