@@ -132,7 +132,7 @@ def test_a_batch_run_killed_mid_poll_resumes_its_batch_without_submitting_again(
         first.wait(10)
         assert first.returncode == -signal.SIGKILL, first.stderr.read()
         (batch_id,) = server.batches
-        assert [b["id"] for b in runfolder.read_batches(out)["c"]] == [batch_id]
+        assert [b["id"] for b in runfolder.read_batches(out).by_label["c"]] == [batch_id]
         assert not list(out.rglob(runfolder.EXTRACTION))
         server.batches[batch_id]["polls"] = 1  # the provider finishes the batch meanwhile
         second = subprocess.run([sys.executable, "-c", driver], env=env, cwd=tmp_path, capture_output=True, text=True,

@@ -1,18 +1,33 @@
-"""The typed records of run.json, extraction.json, score.json and judgments.json (`evalkit.results.records`):
-each read and written again is the same bytes, a wrong type is refused naming the file and the key, and a file
-without a schema version is version 1."""
+"""The typed records of every file evalkit writes (`evalkit.results.records`): run.json, extraction.json,
+score.json, judgments.json, pairwise.json, judge.json, diff.json, .evalkit.batches.json and the lock note. Each
+read and written again is the same bytes, a wrong type is refused naming the file and the key, and a file without
+a schema version is version 1."""
 
 import json
+import os
 from types import SimpleNamespace
 
 import pytest
+from test_judge import python_judge, run_graph, two_cassettes
 
 import evalkit
-from evalkit._util.jsonio import canonical_sha, dumps
+from evalkit._util.jsonio import canonical_sha, dumps, read_json
 from evalkit.board.scaffold import EXAMPLE_MEMBER, EXAMPLE_TASK, init_project
+from evalkit.compare.diff import diff_runs
 from evalkit.errors import EXIT_INVALID
 from evalkit.results import runfolder
-from evalkit.results.records import ExtractionRecord, JudgmentsRecord, RecordError, RunRecord, ScoreRecord
+from evalkit.results.records import (
+    BatchesRecord,
+    DiffRecord,
+    ExtractionRecord,
+    JudgeRecord,
+    JudgmentsRecord,
+    LockNote,
+    PairwiseRecord,
+    RecordError,
+    RunRecord,
+    ScoreRecord,
+)
 
 
 @pytest.fixture(scope="module")
@@ -169,3 +184,118 @@ def test_to_json_of_some_keys_keeps_absent_keys_absent_and_nulls_null():
     """What a writer copying part of a file (the scoreboard's archive) needs: the keys, as the file holds them."""
     ext = ExtractionRecord({"member": "t/m", "cause": None, "record": {"a": 1}})
     assert ext.to_json(keys=("member", "cause", "message")) == {"member": "t/m", "cause": None}
+
+
+# -- the task and run files: pairwise.json, judge.json, diff.json, .evalkit.batches.json, the lock note -------------
+
+@pytest.fixture(scope="module")
+def judged_run(tmp_path_factory):
+    """A graph run of two cassettes judged by the python fake judge in both modes: pairwise.json and judge.json."""
+    root = tmp_path_factory.mktemp("judged")
+    run_graph(root / "run", two_cassettes(root), judge=python_judge(root), judge_mode="both")
+    return root / "run"
+
+
+BATCHES = {"fake": [{"id": "batch_1", "keys": ["k1", "k2"]}], "other": []}  # what `backends.batch` keeps per label
+
+
+def test_pairwise_and_judge_json_of_a_judged_run_read_and_written_again_are_the_same_bytes(judged_run, tmp_path):
+    path = judged_run / "encyclopedia" / runfolder.PAIRWISE
+    pw = runfolder.read_pairwise(judged_run, "encyclopedia")
+    assert isinstance(pw, PairwiseRecord) and pw.task == "encyclopedia" and pw.backends == ["alpha", "beta"]
+    assert pw.pairs and pw.items and {(r["a"], r["b"]) for r in pw.pairs} == {("alpha", "beta")}
+    assert pw.among(["alpha"]).pairs == [] and pw.among(["alpha", "beta"]) == pw
+    for given in (pw, pw.to_json()):  # the record or its mapping: the same bytes
+        runfolder.write_pairwise(tmp_path, "encyclopedia", given)
+        assert (tmp_path / "encyclopedia" / runfolder.PAIRWISE).read_bytes() == path.read_bytes()
+
+    path = judged_run / runfolder.JUDGE_JSON
+    judge = JudgeRecord.from_json(read_json(path), path)
+    assert judge.mode == "both" and judge.requests and judge.errors == 0 and judge.judge["spec"].startswith("python:")
+    runfolder.write_judge_json(tmp_path, judge)
+    assert (tmp_path / runfolder.JUDGE_JSON).read_bytes() == path.read_bytes()
+
+
+def test_diff_json_batches_and_the_lock_note_read_and_written_again_are_the_same_bytes(fake_run, tmp_path):
+    run_dir, _ = fake_run
+    first = runfolder.write_diff(tmp_path / "a", diff_runs(run_dir, run_dir))  # what `evalkit diff` writes
+    diff = runfolder.read_diff(tmp_path / "a")
+    assert isinstance(diff, DiffRecord) and diff == runfolder.read_diff(first)
+    assert diff.a == diff.b == str(run_dir) and diff.config == [] and EXAMPLE_TASK in diff.tasks
+    assert runfolder.write_diff(tmp_path / "b", diff).read_bytes() == first.read_bytes()
+
+    runfolder.write_batches(tmp_path, BATCHES)
+    batches = runfolder.read_batches(tmp_path)
+    assert isinstance(batches, BatchesRecord) and batches.by_label == BATCHES
+    assert runfolder.read_batches(tmp_path / "none").by_label == {}  # no batches submitted
+    runfolder.write_batches(tmp_path / "b", batches)
+    assert (tmp_path / "b" / runfolder.BATCHES).read_bytes() == (tmp_path / runfolder.BATCHES).read_bytes()
+    assert (tmp_path / runfolder.BATCHES).read_bytes() == dumps(BATCHES).encode()
+
+    with runfolder.hold(tmp_path / "held"):
+        path = tmp_path / "held" / runfolder.LOCK_HOLDER
+        note = LockNote.from_json(read_json(path), path)
+        assert note.pid == os.getpid() and note.host and note.since and note.command
+        assert dumps(note.to_json()).encode() == path.read_bytes()
+
+
+def _minimal(tmp_path):
+    """Each new file, hand-made and minimal: (its record, the path it is at, its reader)."""
+    files = {"pairwise": (tmp_path / "t" / runfolder.PAIRWISE, {"task": "t", "pairs": [], "items": []},
+                          lambda: runfolder.read_pairwise(tmp_path, "t")),
+             "judge": (tmp_path / runfolder.JUDGE_JSON, {"mode": "reference", "usd": 0.5},
+                       lambda: JudgeRecord.from_json(read_json(tmp_path / runfolder.JUDGE_JSON),
+                                                     tmp_path / runfolder.JUDGE_JSON)),
+             "diff": (tmp_path / runfolder.DIFF_JSON, {"a": "x", "b": "y", "config": [], "tasks": {}},
+                      lambda: runfolder.read_diff(tmp_path)),
+             "batches": (tmp_path / runfolder.BATCHES, BATCHES, lambda: runfolder.read_batches(tmp_path)),
+             "lock": (tmp_path / runfolder.LOCK_HOLDER, {"pid": 1, "host": "h", "command": "evalkit run", "since": "t"},
+                      lambda: LockNote.from_json(read_json(tmp_path / runfolder.LOCK_HOLDER),
+                                                 tmp_path / runfolder.LOCK_HOLDER))}
+    (tmp_path / "t").mkdir()
+    return files
+
+
+@pytest.mark.parametrize("name, change, key", [
+    ("pairwise", lambda d: d | {"pairs": {"a": 1}}, "pairs"),
+    ("judge", lambda d: d | {"usd": "free"}, "usd"),
+    ("diff", lambda d: d | {"tasks": []}, "tasks"),
+    ("batches", lambda d: d | {"fake": "batch_1"}, "fake"),
+    ("lock", lambda d: d | {"pid": "1"}, "pid"),
+])
+def test_a_new_file_of_a_wrong_type_is_refused_naming_the_file_and_the_key(tmp_path, name, change, key):
+    path, data, read = _minimal(tmp_path)[name]
+    path.write_text(json.dumps(change(data)))
+    cls = {"pairwise": PairwiseRecord, "judge": JudgeRecord, "diff": DiffRecord, "batches": BatchesRecord,
+           "lock": LockNote}[name]
+    with pytest.raises(RecordError) as err:
+        cls.from_json(read_json(path), path)
+    assert str(err.value).startswith(f"{path}: key {key!r} must be ") and err.value.exit_code == EXIT_INVALID
+    if name == "pairwise":
+        assert read() is None  # as judgments.json: verdicts that are not pairwise.json are none
+        return
+    with pytest.raises(RecordError, match=f"key {key!r} must be "):
+        read()
+    if name in ("judge", "diff", "batches"):  # the writer refuses it too: nothing unchecked is written
+        write = {"judge": runfolder.write_judge_json, "diff": runfolder.write_diff,
+                 "batches": runfolder.write_batches}[name]
+        with pytest.raises(RecordError, match=f"key {key!r} must be "):
+            write(tmp_path / "out", change(data))
+
+
+@pytest.mark.parametrize("name", ["pairwise", "judge", "diff", "batches", "lock"])
+def test_a_new_file_without_a_version_is_version_1_and_an_unknown_version_is_refused(tmp_path, name):
+    path, data, read = _minimal(tmp_path)[name]
+    path.write_text(json.dumps(data))
+    record = read()
+    assert record.schema_version == 1 and record.to_json() == data
+    path.write_text(json.dumps({**data, "schema_version": 1}))
+    assert read().schema_version == 1
+    path.write_text(json.dumps({**data, "schema_version": 2}))
+    if name == "pairwise":
+        assert read() is None
+        with pytest.raises(RecordError, match="schema_version 2 is not one this evalkit reads"):
+            PairwiseRecord.from_json(read_json(path), path)
+    else:
+        with pytest.raises(RecordError, match=f"{path.name}: schema_version 2 is not one this evalkit reads"):
+            read()
