@@ -166,7 +166,8 @@ def test_records_are_not_dicts(fake_run):
     records = [runfolder.read_run_json(run_dir), runfolder.read_extraction(home), runfolder.read_score(home),
                found[0].record, found[0].score(), found[0].samples()[0], JudgmentsRecord({"axes": {}}),
                runfolder.read_extraction(home).run, runfolder.read_extraction(home).backend,
-               runfolder.read_run_json(run_dir).backends[0]]
+               runfolder.read_run_json(run_dir).backends[0], PairwiseRecord({"pairs": []}), JudgeRecord(),
+               DiffRecord({"tasks": {}}), BatchesRecord({"fake": []}), LockNote({"pid": 1})]
     for record in records:
         with pytest.raises(TypeError):
             record["status"]  # noqa: B018 - the indexing is what is tested
