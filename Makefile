@@ -43,7 +43,7 @@ browser:
 # [tool.ruff]) runs first, then the type checker (config and the modules it checks strictly: [tool.mypy]):
 # a finding of either fails the target.
 test: venv browser llm
-	$(BIN)/ruff check evalkit tests benchmarks tools
+	$(BIN)/ruff check .
 	$(BIN)/mypy
 	EVALKIT_LLM_PYTHON=$(abspath .venv-llm/bin/python) $(BIN)/python -m pytest
 

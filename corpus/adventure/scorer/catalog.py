@@ -12,6 +12,7 @@ from evalkit.scoring.text import fold
 
 from .models import Options, _Strict
 
+
 class CatalogEntry(_Strict):
     name: str
     aliases: list[str] = Field(default_factory=list)

@@ -89,7 +89,7 @@ def door_kind(kind: str | None) -> str:
     k = norm_key(kind or "door")
     if "secret" in k or "hidden" in k:
         return "secret_door"
-    return "door" if k in ("door", "doors", "") or k.endswith(" door") or k.endswith(" doors") else k.replace(" ", "_")
+    return "door" if k in ("door", "doors", "") or k.endswith((" door", " doors")) else k.replace(" ", "_")
 
 
 _NOT_A_DOOR = {"none", "no door", "no", "open", "opening", "archway", "passage", "false"}

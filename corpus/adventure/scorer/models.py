@@ -48,7 +48,7 @@ class Encounter(_Strict):
     # extraction transcribes, so the truth scores itself under the default custom rule
 
     @model_validator(mode="after")
-    def _custom_only_without_template(self) -> "Encounter":
+    def _custom_only_without_template(self) -> Encounter:
         if self.custom and self.template is not None:
             raise ValueError(
                 f"{self.name!r}: `custom: true` is legal only with `template` omitted "
@@ -88,7 +88,7 @@ class Area(_Strict):
     treasure: Treasure | None = None
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Area":
+    def _consistent(self) -> Area:
         folds = [fold(e.name) for e in self.encounters or []]
         dupes = sorted({f for f in folds if folds.count(f) > 1})
         if dupes:
@@ -132,7 +132,7 @@ class Dungeon(_Strict):
     entrance: Entrance | None = None
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Dungeon":
+    def _consistent(self) -> Dungeon:
         numbers = [lv.number for lv in self.levels]
         if len(set(numbers)) != len(numbers):
             raise ValueError(f"{self.name!r}: level numbers must be unique, got {numbers}")
@@ -175,7 +175,7 @@ class AdventureTruth(_Strict):
     dungeons: list[Dungeon] = Field(min_length=1)
 
     @model_validator(mode="after")
-    def _unique_names(self) -> "AdventureTruth":
+    def _unique_names(self) -> AdventureTruth:
         names = [normalize(d.name) for d in self.dungeons]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:

@@ -9,16 +9,29 @@ from typing import Any
 from pydantic import ValidationError
 
 from evalkit.errors import InvalidCorpus
-from evalkit.scoring import Metric, Scorer, ScoreContext, ScoreResult
+from evalkit.scoring import Metric, ScoreContext, Scorer, ScoreResult
 from evalkit.scoring.text import normalize
 from evalkit.scoring.tree import (
-    ACCURACY, COUNT, SET, aggregate_rows, align_many_to_one, align_one_to_one, display, edge, edge_label,
+    ACCURACY,
+    COUNT,
+    SET,
+    aggregate_rows,
+    align_many_to_one,
+    align_one_to_one,
+    display,
+    edge,
+    edge_label,
     norm_key,
 )
 
 from .catalog import Catalog, load_catalog
 from .families import (
-    _Rows, _score_connections, _score_doors, _score_encounters, _score_transitions, _score_treasure,
+    _Rows,
+    _score_connections,
+    _score_doors,
+    _score_encounters,
+    _score_transitions,
+    _score_treasure,
 )
 from .models import AdventureExtraction, AdventureTruth, Dungeon, Options, Scope, XArea, XDungeon, XEntrance
 
