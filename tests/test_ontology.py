@@ -108,7 +108,7 @@ def test_strict_run_records_the_mode_and_a_compliance_figure_per_member(tmp_path
     spec = json.loads(before)["backend"]["spec"]  # what the runner hands extract.ipynb
     again = extract_member("encyclopedia", "copper-wolves", BackendSpec.parse(spec, label="alpha"), DEFAULT_CORPUS,
                            None, home)
-    assert again["ontology"]["mode"] == "strict" and (home / "extraction.json").read_bytes() == before
+    assert again.ontology["mode"] == "strict" and (home / "extraction.json").read_bytes() == before
     # the injected prompt is a different request: the freeform run misses these cassettes
     with pytest.raises(CassetteMiss):
         run_graph(tmp_path / "runs" / "plain", backends, strict_replay=True)
